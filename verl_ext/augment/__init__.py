@@ -1,0 +1,35 @@
+"""On-policy query augmentation (HeaPA §5): request protocol, candidate parsing, pre-teacher filters, teacher
+backends and the asynchronous validator. Pure Python: no verl, ray or torch."""
+
+from verl_ext.augment.config import AugmentConfig, TeacherConfig, select_parents
+from verl_ext.augment.filters import CandidateFilter, SeenHashes, normalise, text_hash
+from verl_ext.augment.parser import Candidate, Rejection, parse_candidate
+from verl_ext.augment.teacher import (
+    OpenAITeacher,
+    ProgrammaticTeacher,
+    Teacher,
+    TeacherError,
+    Verdict,
+    build_teacher,
+)
+from verl_ext.augment.validator import AsyncValidator
+
+__all__ = [
+    "AsyncValidator",
+    "AugmentConfig",
+    "Candidate",
+    "CandidateFilter",
+    "OpenAITeacher",
+    "ProgrammaticTeacher",
+    "Rejection",
+    "SeenHashes",
+    "Teacher",
+    "TeacherConfig",
+    "TeacherError",
+    "Verdict",
+    "build_teacher",
+    "normalise",
+    "parse_candidate",
+    "select_parents",
+    "text_hash",
+]

@@ -1,0 +1,67 @@
+"""CPU backend for verl 0.9.1: a ``cpu`` platform, an ``hf`` rollout replica and tiny offline assets.
+
+Everything here is switched on by ``VERL_PLATFORM=cpu`` (plus the overrides in ``verl_ext.cpu.overrides``);
+without it, :func:`register` only adds registry entries that nothing selects, so GPU runs are unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+ENV_DEFAULTS = {
+    # verl registers its FSDP engine for cuda/npu only; the engine itself places tensors via the platform.
+    "VERL_ENGINE_DEVICE": "cuda",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+_registered = False
+
+
+def cpu_selected() -> bool:
+    return os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu"
+
+
+def _dedupe_backend(init_process_group):
+    """verl asks for ``cpu:gloo,<device>:<backend>``; with device cpu that names cpu twice, which torch rejects."""
+
+    def wrapper(*args, **kwargs):
+        backend = kwargs.get("backend")
+        if isinstance(backend, str) and "," in backend:
+            parts = list(dict.fromkeys(p.strip() for p in backend.split(",")))
+            kwargs["backend"] = ",".join(parts)
+        return init_process_group(*args, **kwargs)
+
+    wrapper.__wrapped__ = init_process_group
+    return wrapper
+
+
+def register() -> None:
+    """Register the cpu platform and the hf rollout; patch process-group setup when the CPU is selected."""
+    global _registered
+    if _registered:
+        return
+    from verl.workers.rollout import base as rollout_base
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    from . import platform  # noqa: F401  (registers PlatformCPU)
+
+    def _load_hf():
+        from .hf_rollout import HFReplica
+
+        return HFReplica
+
+    RolloutReplicaRegistry.register("hf", _load_hf)
+    rollout_base._ROLLOUT_REGISTRY[("hf", "async")] = "verl_ext.cpu.hf_rollout.HFServerAdapter"
+    if cpu_selected():
+        for key, value in ENV_DEFAULTS.items():
+            os.environ.setdefault(key, value)
+        import torch.distributed as dist
+
+        if not hasattr(dist.init_process_group, "__wrapped__"):
+            dist.init_process_group = _dedupe_backend(dist.init_process_group)
+        logger.info("verl_ext: CPU platform selected (VERL_PLATFORM=cpu)")
+    _registered = True
