@@ -1,0 +1,37 @@
+"""The prompt pool: records, pass-rate estimators, indexed heaps and the bounded HeaPA ``QueryPool``.
+
+Pure Python + numpy; no verl, ray or torch.
+"""
+
+from verl_ext.pool.config import PoolConfig, ReinsertionConfig
+from verl_ext.pool.errors import (
+    ConfigError,
+    DuplicateRecordError,
+    PoolFullError,
+    RecordStateError,
+    UnknownRecordError,
+)
+from verl_ext.pool.estimators import (
+    ESTIMATORS,
+    BetaEstimator,
+    EmaEstimator,
+    Estimator,
+    LastEstimator,
+    build_estimator,
+    child_initial_estimate,
+    scale_by_difficulty,
+    to_pass,
+    to_reward,
+)
+from verl_ext.pool.feedback import FeedbackSummary
+from verl_ext.pool.heap import DoubleEndedHeap, IndexedHeap
+from verl_ext.pool.pool import QueryPool
+from verl_ext.pool.record import ARCHIVED, AUGMENTED, COLD, IN_FLIGHT, POOLED, SEED, PromptRecord
+
+__all__ = [
+    "ARCHIVED", "AUGMENTED", "COLD", "ESTIMATORS", "IN_FLIGHT", "POOLED", "SEED",
+    "BetaEstimator", "ConfigError", "DoubleEndedHeap", "DuplicateRecordError", "EmaEstimator", "Estimator",
+    "FeedbackSummary", "IndexedHeap", "LastEstimator", "PoolConfig", "PoolFullError", "PromptRecord",
+    "QueryPool", "RecordStateError", "ReinsertionConfig", "UnknownRecordError", "build_estimator",
+    "child_initial_estimate", "scale_by_difficulty", "to_pass", "to_reward",
+]

@@ -1,0 +1,127 @@
+"""Configuration dataclasses of the pool, mirrored by the recipe's YAML (``heapa.pool.*``).
+
+Defaults follow the paper (``last`` estimator, medium-only boundary sampling, a 50/50 rank split, full
+reinsertion when the pool runs below one batch). ``__post_init__`` rejects bad values with a ``ConfigError`` that
+names the field, so a typo in a Hydra override fails at startup, not hours into a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_ext.pool.errors import ConfigError
+from verl_ext.pool.estimators import build_estimator
+
+SAMPLING_MODES = ("medium_only", "mixed")
+REINSERT_TRIGGERS = ("below_batch", "always", "never")
+
+
+def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        extra = " or null" if allow_none else ""
+        raise ConfigError(f"{name} must be an integer >= {minimum}{extra}, got {value!r}")
+
+
+def _check_fraction(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{name} must be a number in [0, 1], got {value!r}")
+
+
+@dataclass
+class ReinsertionConfig:
+    """Controlled reinsertion of archived (trained) records back into the pool.
+
+    - ``trigger``: ``below_batch`` (the reference: only when the pool holds fewer than one batch), ``always``
+      (every step, as far as free capacity allows) or ``never``.
+    - ``rate``: at most this many records per call; ``None`` = as many as fit (the reference reinserts all).
+    - ``drop_solved_streak``: retire records solved (pass rate 1.0) in each of their last k visits; 0 disables.
+    - ``max_visits``: retire records trained this many times; ``None`` disables.
+    """
+
+    trigger: str = "below_batch"
+    rate: int | None = None
+    drop_solved_streak: int = 0
+    max_visits: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.trigger not in REINSERT_TRIGGERS:
+            raise ConfigError(f"reinsertion.trigger must be one of {REINSERT_TRIGGERS}, got {self.trigger!r}")
+        _check_int("reinsertion.rate", self.rate, 1, allow_none=True)
+        _check_int("reinsertion.drop_solved_streak", self.drop_solved_streak, 0)
+        _check_int("reinsertion.max_visits", self.max_visits, 1, allow_none=True)
+
+
+@dataclass
+class PoolConfig:
+    """Everything that shapes a ``QueryPool``.
+
+    - ``max_pool_size``: live records (cold + scored + in flight); inserts beyond it evict (spec section 1).
+    - ``low_fraction``: share of scored records in the hard half.
+    - ``sampling_mode``: ``medium_only`` (boundary only) or ``mixed`` (part of each batch from the easiest).
+    - ``mixed_easy_fraction``: in ``mixed`` mode, the share of the scored part of a batch taken from the easiest.
+    - ``archive_capacity``: bound of the archive (oldest evicted first); ``None`` = ``max_pool_size``.
+    - ``estimator`` / ``estimator_params``: pass-rate estimator by name (``last``, ``ema``, ``beta``).
+    - ``history_length``: visits remembered in each record's solved history (for ``drop_solved_streak``).
+    - ``track_changes``: keep the evicted/changed id lists for ``drain_evicted``/``drain_changed`` (lineage);
+      set False when nothing drains them, so they cannot grow.
+    """
+
+    max_pool_size: int = 100_000
+    low_fraction: float = 0.5
+    sampling_mode: str = "medium_only"
+    mixed_easy_fraction: float = 0.5
+    archive_capacity: int | None = None
+    reinsertion: ReinsertionConfig = field(default_factory=ReinsertionConfig)
+    estimator: str = "last"
+    estimator_params: dict[str, Any] = field(default_factory=dict)
+    history_length: int = 16
+    track_changes: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.reinsertion, dict):
+            self.reinsertion = ReinsertionConfig(**self.reinsertion)
+        _check_int("max_pool_size", self.max_pool_size, 1)
+        _check_fraction("low_fraction", self.low_fraction)
+        if self.sampling_mode not in SAMPLING_MODES:
+            raise ConfigError(f"sampling_mode must be one of {SAMPLING_MODES}, got {self.sampling_mode!r}")
+        _check_fraction("mixed_easy_fraction", self.mixed_easy_fraction)
+        _check_int("archive_capacity", self.archive_capacity, 0, allow_none=True)
+        _check_int("history_length", self.history_length, 1)
+        if self.reinsertion.drop_solved_streak > self.history_length:
+            raise ConfigError(
+                f"reinsertion.drop_solved_streak ({self.reinsertion.drop_solved_streak}) exceeds history_length "
+                f"({self.history_length}): the pool would not remember enough visits"
+            )
+        if not isinstance(self.track_changes, bool):
+            raise ConfigError(f"track_changes must be a bool, got {self.track_changes!r}")
+        self.estimator_params = dict(self.estimator_params or {})
+        build_estimator(self.estimator, **self.estimator_params)  # validates name and parameters
+
+    @property
+    def archive_limit(self) -> int:
+        """The effective archive bound."""
+        return self.max_pool_size if self.archive_capacity is None else self.archive_capacity
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PoolConfig":
+        """Build from a plain dict (e.g. ``OmegaConf.to_container`` of the YAML); unknown keys are errors."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown pool config keys {sorted(unknown)}; known: {sorted(known)}")
+        data = dict(data)
+        reinsertion = data.get("reinsertion")
+        if isinstance(reinsertion, dict):
+            known_r = {f.name for f in dataclasses.fields(ReinsertionConfig)}
+            bad = set(reinsertion) - known_r
+            if bad:
+                raise ConfigError(f"unknown reinsertion config keys {sorted(bad)}; known: {sorted(known_r)}")
+            data["reinsertion"] = ReinsertionConfig(**reinsertion)
+        return cls(**data)

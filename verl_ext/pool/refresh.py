@@ -1,0 +1,124 @@
+"""Wires the lineage forest to the pool: edges from accepted children, base values and evictions from the pool's
+change feeds, refreshed estimates back as heap ranking keys (spec §6, DESIGN step 6 "refresh").
+
+The forest stays pure (``verl_ext.pool.lineage``); this file is the only place that knows the pool's hooks:
+``base_value``, ``set_ranking_value``, ``drain_evicted``, ``drain_changed``, ``get`` and ``in``. The pool must
+track changes (``PoolConfig.track_changes``), or incremental refresh would miss updates.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from verl_ext.pool.lineage import LineageConfig, LineageError, LineageForest, RefreshResult
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+
+class LineagePool(Protocol):
+    """What the refresher needs from a pool (``QueryPool`` implements it)."""
+
+    def base_value(self, record_id: int) -> float | None: ...
+    def set_ranking_value(self, record_id: int, p: float) -> None: ...
+    def drain_evicted(self) -> list[int]: ...
+    def drain_changed(self) -> list[int]: ...
+    def get(self, record_id: int) -> Any: ...
+    def __contains__(self, record_id: object) -> bool: ...
+
+
+class LineageRefresher:
+    """Owns a ``LineageForest`` for one pool and keeps both in step.
+
+    Per training step: ``link`` each accepted child, then ``step(step)`` (sync feeds, refresh on cadence,
+    metrics). ``refresh()`` forces a pass; ``resync()`` re-reads every base value (after a resume).
+    """
+
+    def __init__(self, pool: LineagePool, config: LineageConfig | None = None) -> None:
+        pool_cfg = getattr(pool, "config", None)
+        if getattr(pool_cfg, "track_changes", True) is False:
+            raise LineageError("lineage needs the pool to track changes: set pool track_changes=True")
+        self.pool = pool
+        self.config = config if config is not None else LineageConfig()
+        self.forest = LineageForest(self.config)
+        self.last_refresh_step: int | None = None
+
+    def link(self, child_id: int, parent_id: int | None = None, difficulty: float | None = None) -> bool:
+        """Add the edge parent -> child for an accepted child (parent and difficulty default to the record's).
+
+        Both must be held by the pool (a reference to an evicted record is rejected with ``LineageError``, as
+        are cycles and second parents). Returns False when lineage is disabled or the forest is at capacity.
+        """
+        if not self.config.enabled:
+            return False
+        if child_id not in self.pool:
+            raise LineageError(f"dangling child: record {child_id} is not held by the pool")
+        rec = self.pool.get(child_id)
+        parent_id = rec.parent_id if parent_id is None else parent_id
+        if parent_id is None:
+            raise LineageError(f"record {child_id} has no parent: only augmented children have lineage")
+        if parent_id not in self.pool:
+            raise LineageError(f"dangling parent: record {parent_id} (parent of {child_id}) is not held by the pool")
+        d = rec.difficulty_factor if difficulty is None else difficulty
+        added = self.forest.add_child(
+            parent_id, child_id, d,
+            child_value=self.pool.base_value(child_id), parent_value=self.pool.base_value(parent_id),
+        )
+        if not added:
+            logger.debug("lineage at capacity (%d nodes): edge %s->%s refused", len(self.forest), parent_id, child_id)
+        return added
+
+    def sync(self) -> None:
+        """Apply the pool's feeds: evictions drop lineage nodes, changed base values mark nodes for refresh."""
+        for rid in self.pool.drain_evicted():
+            self.forest.remove(rid)
+        for rid in self.pool.drain_changed():
+            if rid in self.pool:
+                self.forest.set_base(rid, self.pool.base_value(rid))
+
+    def resync(self) -> None:
+        """Re-read the base value of every live lineage node from the pool (e.g. after loading a checkpoint)."""
+        self.sync()
+        for rid in self.forest.ids():
+            if rid in self.pool and self.forest.is_live(rid):
+                self.forest.set_base(rid, self.pool.base_value(rid))
+
+    def refresh(self, full: bool | None = None) -> RefreshResult:
+        """Sync, re-estimate (config mode unless ``full`` is given) and write the results as ranking keys."""
+        self.sync()
+        result = self.forest.refresh(full=full)
+        for rid, p in result.values.items():
+            if rid in self.pool:
+                self.pool.set_ranking_value(rid, p)
+        return result
+
+    def step(self, step: int) -> dict[str, float]:
+        """End-of-step hook: sync every step (keeps the forest bounded), refresh every ``cadence`` steps."""
+        if not self.config.enabled:
+            return {}
+        if step % self.config.cadence == 0:
+            result = self.refresh()
+            self.last_refresh_step = step
+            logger.debug("step %d: lineage refresh %s", step, result.stats)
+        else:
+            self.sync()
+        return self.metrics()
+
+    def metrics(self) -> dict[str, float]:
+        return self.forest.metrics() if self.config.enabled else {}
+
+    def state_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "forest": self.forest.state_dict(),
+            "last_refresh_step": self.last_refresh_step,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        version = state.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise LineageError(f"lineage refresher state schema_version {version!r} is not supported")
+        self.forest.load_state_dict(state["forest"])
+        self.last_refresh_step = state["last_refresh_step"]

@@ -1,0 +1,113 @@
+"""Checkpointing of ``QueryPool``: a JSON-safe ``state_dict`` and its inverse.
+
+Everything that decides future behaviour is saved: records (as compact rows), the exact array layout of every
+heap, the in-flight set, the archive order, counters, pending drains and the PCG64 state. A pool restored from
+``state_dict`` therefore hands out exactly the batches the original would have.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from verl_ext.pool.errors import ConfigError
+from verl_ext.pool.record import ARCHIVED, COLD, FIELDS, IN_FLIGHT, POOLED, PromptRecord
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+
+class PoolStateMixin:
+    """``state_dict``/``load_state_dict`` for ``QueryPool`` (kept apart so pool.py stays about behaviour)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe snapshot of the whole pool (O(n))."""
+        scored = self._scored
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "config": self.config.to_dict(),
+            "estimator": self.estimator.spec(),
+            "seed": self.seed,
+            "rng": self._rng.bit_generator.state,
+            "next_id": self._next_id,
+            "cold_front": self._cold_front,
+            "cold_back": self._cold_back,
+            "record_fields": list(FIELDS),
+            "records": [rec.to_row() for rec in self._records.values()],
+            "cold": [[rid, seq] for rid, seq in self._cold.items()],
+            "layout": {
+                "hard_lo": list(scored.hard.lo), "hard_hi": list(scored.hard.hi),
+                "easy_lo": list(scored.easy.lo), "easy_hi": list(scored.easy.hi),
+            },
+            "in_flight": [[rid, step] for rid, step in self._in_flight.items()],
+            "archive": list(self._archive),
+            "counters": dict(self._counters),
+            "evicted_pending": list(self._evicted_pending),
+            "changed_pending": list(self._changed_pending),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a snapshot taken by ``state_dict``; validates it before replacing anything."""
+        version = state.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"pool state has schema_version {version!r}; this code reads {SCHEMA_VERSION}")
+        if list(state["record_fields"]) != list(FIELDS):
+            raise ValueError(f"pool state record fields {state['record_fields']} differ from {list(FIELDS)}")
+        spec = state["estimator"]
+        if spec["name"] != self.estimator.name:
+            raise ConfigError(f"pool state was written with estimator {spec['name']!r}, this pool uses "
+                              f"{self.estimator.name!r}: record statistics are not comparable")
+        if spec != self.estimator.spec():
+            logger.warning("estimator parameters changed on resume: %s -> %s", spec, self.estimator.spec())
+        if state["config"] != self.config.to_dict():
+            logger.warning("pool config changed on resume; the current config applies")
+        records = {row[0]: PromptRecord.from_row(row) for row in state["records"]}
+        layout = state["layout"]
+        by_status = {
+            COLD: [rid for rid, _ in state["cold"]],
+            POOLED: layout["hard_lo"] + layout["easy_lo"],
+            IN_FLIGHT: [rid for rid, _ in state["in_flight"]],
+            ARCHIVED: list(state["archive"]),
+        }
+        _check_partition(records, by_status)
+        live = len(by_status[COLD]) + len(by_status[POOLED]) + len(by_status[IN_FLIGHT])
+        if live > self.config.max_pool_size:
+            raise ValueError(f"pool state holds {live} live records, more than max_pool_size "
+                             f"{self.config.max_pool_size}")
+        self._records = records
+        rng = np.random.Generator(np.random.PCG64())
+        rng.bit_generator.state = state["rng"]
+        self._rng = rng
+        self.seed = state["seed"]
+        self._next_id, self._cold_front, self._cold_back = state["next_id"], state["cold_front"], state["cold_back"]
+        self._cold.load_sorted([rid for rid, _ in state["cold"]], [seq for _, seq in state["cold"]])
+        self._scored.low_fraction = self.config.low_fraction
+        for side, name in ((self._scored.hard, "hard"), (self._scored.easy, "easy")):
+            lo, hi = layout[name + "_lo"], layout[name + "_hi"]
+            side.lo.load_sorted(lo, [self.ranking_value(rid) for rid in lo])
+            side.hi.load_sorted(hi, [side.lo.key(rid) for rid in hi])
+        self._in_flight = {rid: step for rid, step in state["in_flight"]}
+        self._archive = OrderedDict.fromkeys(state["archive"])
+        self._counters.update(state["counters"])
+        self._evicted_pending = list(state["evicted_pending"])
+        self._changed_pending = dict.fromkeys(state["changed_pending"])
+        if len(self._scored.hard) != int(self.config.low_fraction * len(self._scored)):
+            self._scored.rebalance()  # low_fraction changed on resume
+
+
+def _check_partition(records: dict[int, PromptRecord], by_status: dict[str, list[int]]) -> None:
+    """Every record sits in exactly the structure its status names."""
+    seen = 0
+    for status, ids in by_status.items():
+        for rid in ids:
+            rec = records.get(rid)
+            if rec is None or rec.status != status:
+                got = "missing" if rec is None else rec.status
+                raise ValueError(f"pool state is inconsistent: record {rid} listed as {status} but is {got}")
+        seen += len(ids)
+    if seen != len(records):
+        raise ValueError(f"pool state is inconsistent: {len(records)} records but {seen} placed")
