@@ -9,9 +9,11 @@ import logging
 logger = logging.getLogger(__name__)
 
 try:
+    from verl_ext.adapters.reward_manager import register as _register_reward
     from verl_ext.cpu import register as _register_cpu
 
     _register_cpu()
+    _register_reward()  # the "heapa" reward manager, needed in the driver and in every reward worker
 except ImportError:
-    logger.exception("verl_ext plugin failed to register the CPU backend")
+    logger.exception("verl_ext plugin failed to register its verl extensions")
     raise

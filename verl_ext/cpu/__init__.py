@@ -35,7 +35,7 @@ def _dedupe_backend(init_process_group):
             kwargs["backend"] = ",".join(parts)
         return init_process_group(*args, **kwargs)
 
-    wrapper.__wrapped__ = init_process_group
+    wrapper._verl_ext_dedupe = True  # torch's own decorator already sets __wrapped__: use our own marker
     return wrapper
 
 
@@ -61,7 +61,7 @@ def register() -> None:
             os.environ.setdefault(key, value)
         import torch.distributed as dist
 
-        if not hasattr(dist.init_process_group, "__wrapped__"):
+        if not getattr(dist.init_process_group, "_verl_ext_dedupe", False):
             dist.init_process_group = _dedupe_backend(dist.init_process_group)
         logger.info("verl_ext: CPU platform selected (VERL_PLATFORM=cpu)")
     _registered = True

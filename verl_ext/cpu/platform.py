@@ -40,6 +40,16 @@ def _null_ctx(*_args: Any, **_kwargs: Any):
     yield
 
 
+class _HostStream:
+    """Stands in for a device stream/event: host work is already ordered, so every call is a no-op."""
+
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, _name: str):
+        return _noop
+
+
 def _build_device_module() -> types.ModuleType:
     """A ``torch.cuda``-shaped namespace whose calls are no-ops or host equivalents."""
     mod = types.ModuleType("verl_ext_cpu_device")
@@ -59,9 +69,12 @@ def _build_device_module() -> types.ModuleType:
     mod.get_rng_state = lambda *a, **k: torch.get_rng_state()
     mod.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
     mod.memory_stats = lambda *a, **k: {}
+    mod.get_device_name = lambda *a, **k: "CPU"  # the name verl's FLOPs table uses for host runs
     mod.stream = _null_ctx
+    mod.Stream = _HostStream
+    mod.current_stream = lambda *a, **k: _HostStream()
     mod.device = _null_ctx
-    mod.Event = None
+    mod.Event = _HostStream
     return mod
 
 

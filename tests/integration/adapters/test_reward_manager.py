@@ -1,0 +1,145 @@
+"""The ``heapa`` reward manager, built the way verl's RewardLoopWorker builds it (``load_reward_manager``).
+
+Responses are tokenized with a locally trained tiny tokenizer into verl's per-trajectory layout (``prompts``,
+``responses`` right-padded, ``attention_mask`` over both) and scored with ``run_single`` on the manager's loop.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from verl import DataProto
+from verl_ext.adapters.reward_manager import HeapaRewardManager, register
+
+PROMPT_LEN, RESPONSE_LEN = 8, 48
+
+
+def _config(reward_kwargs: dict | None = None, response_length: int = RESPONSE_LEN):
+    reward = {
+        "num_workers": 1,
+        "custom_reward_function": {"path": None, "name": "compute_score"},
+        "reward_manager": {"source": "register", "name": "heapa", "module": {"path": None, "name": "unused"}},
+        "reward_model": {"enable": False},
+        "sandbox_fusion": None,
+    }
+    if reward_kwargs is not None:
+        reward["reward_kwargs"] = reward_kwargs
+    return OmegaConf.create({"reward": reward, "actor_rollout_ref": {"rollout": {"response_length": response_length}}})
+
+
+def _manager(tokenizer, reward_kwargs=None, **kw):
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    register()
+    return load_reward_manager(_config(reward_kwargs, **kw), tokenizer)
+
+
+def _item(tokenizer, response: str, ground_truth: str, data_source: str = "no_such_source") -> DataProto:
+    pad = tokenizer.pad_token_id
+    resp = tokenizer(response + "<|im_end|>", add_special_tokens=False)["input_ids"][:RESPONSE_LEN]
+    prompt = tokenizer("What is it?", add_special_tokens=False)["input_ids"][-PROMPT_LEN:]
+    prompts = torch.full((1, PROMPT_LEN), pad)
+    prompts[0, PROMPT_LEN - len(prompt):] = torch.tensor(prompt)  # left-padded prompt, right-padded response
+    responses = torch.full((1, RESPONSE_LEN), pad)
+    responses[0, : len(resp)] = torch.tensor(resp)
+    mask = torch.zeros((1, PROMPT_LEN + RESPONSE_LEN), dtype=torch.long)
+    mask[0, PROMPT_LEN - len(prompt): PROMPT_LEN + len(resp)] = 1
+    return DataProto.from_dict(
+        tensors={"prompts": prompts, "responses": responses, "attention_mask": mask,
+                 "input_ids": torch.cat([prompts, responses], dim=1)},
+        non_tensors={"data_source": np.array([data_source], dtype=object),
+                     "reward_model": np.array([{"style": "rule", "ground_truth": ground_truth}], dtype=object),
+                     "extra_info": np.array([{"index": 3}], dtype=object)},
+    )
+
+
+def _score(manager, data):
+    return manager.loop.run_until_complete(manager.run_single(data))
+
+
+def test_registered_and_built_like_verl(tiny_tokenizer):
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+    from verl.trainer.ppo.reward import resolve_reward_manager_cls
+
+    assert register() is register() is HeapaRewardManager
+    assert get_reward_manager_cls("heapa") is HeapaRewardManager
+    assert resolve_reward_manager_cls(_config()) is HeapaRewardManager
+    assert isinstance(_manager(tiny_tokenizer), HeapaRewardManager)
+
+
+@pytest.mark.parametrize(
+    ("response", "truth", "acc"),
+    [
+        ("So the answer is \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}", 1.0),
+        ("It is \\boxed{0.5}", "\\frac12", 1.0),
+        ("Thus \\boxed{42}", "41", 0.0),
+        ("no box at all, 17", "17", 0.0),
+    ],
+)
+def test_boxed_answers(tiny_tokenizer, response, truth, acc):
+    out = _score(_manager(tiny_tokenizer), _item(tiny_tokenizer, response, truth))
+    assert out["reward_score"] == acc
+    assert out["reward_extra_info"]["acc"] == acc and out["reward_extra_info"]["score"] == acc
+    assert set(out["reward_extra_info"]) == {"acc", "pred", "score"}
+    if acc:
+        assert out["reward_extra_info"]["pred"]
+
+
+def test_garbage_scores_zero_quickly(tiny_tokenizer):
+    manager = _manager(tiny_tokenizer)
+    start = time.perf_counter()
+    for response in ("\\boxed{2^{2^{2^{2^{100}}}}}", "\\boxed{99999999!}", "\\boxed{", "}}}{{{\\boxed{}"):
+        out = _score(manager, _item(tiny_tokenizer, response, "12"))
+        assert out["reward_score"] == 0.0 and out["reward_extra_info"]["acc"] == 0.0
+    assert time.perf_counter() - start < 5.0
+
+
+def test_dapo_format_scores_plus_minus_one(tiny_tokenizer):
+    manager = _manager(tiny_tokenizer, {"format": "dapo"})
+    right = _score(manager, _item(tiny_tokenizer, "work...\nAnswer: 12", "12"))
+    wrong = _score(manager, _item(tiny_tokenizer, "work...\nAnswer: 13", "12"))
+    assert (right["reward_score"], right["reward_extra_info"]["acc"]) == (1.0, 1.0)
+    assert (wrong["reward_score"], wrong["reward_extra_info"]["acc"]) == (-1.0, 0.0)
+
+
+def test_overlong_penalty_like_verls_dapo_manager(tiny_tokenizer):
+    import functools
+
+    from verl.experimental.reward_loop.reward_manager import DAPORewardManager
+
+    from verl_ext.reward import compute_score
+
+    kwargs = {"format": "dapo", "overlong_buffer_cfg": {"enable": True, "len": 16, "penalty_factor": 1.0,
+                                                        "log": True}}
+    manager = _manager(tiny_tokenizer, kwargs, response_length=32)  # max_resp_len defaults to response_length
+    data = _item(tiny_tokenizer, "7 " * 6 + "\nAnswer: 12", "12")  # ~23 tokens: past 32-16
+    n_tokens = int(data.batch["attention_mask"][0, PROMPT_LEN:].sum())
+    expected = -min(max(n_tokens - (32 - 16), 0) / 16, 1.0)
+    assert -1 < expected < 0
+    out = _score(manager, data)
+    assert out["reward_score"] == pytest.approx(1.0 + expected)
+    assert out["reward_extra_info"]["overlong_reward"] == pytest.approx(expected)
+    assert out["reward_extra_info"]["overlong"] is True and out["reward_extra_info"]["acc"] == 1.0
+    short = _score(manager, _item(tiny_tokenizer, "Answer: 12", "12"))
+    assert short["reward_score"] == 1.0 and short["reward_extra_info"]["overlong"] is False
+
+    # verl's own DAPO manager, given the same scorer and settings, agrees
+    verl_cfg = _config({**kwargs, "max_resp_len": 32})
+    dapo = DAPORewardManager(verl_cfg, tiny_tokenizer, functools.partial(compute_score, format="dapo"))
+    theirs = _score(dapo, data)
+    assert float(theirs["reward_score"]) == pytest.approx(out["reward_score"])
+    assert theirs["reward_extra_info"]["acc"] == out["reward_extra_info"]["acc"]
+
+
+def test_bad_reward_kwargs_are_rejected(tiny_tokenizer):
+    with pytest.raises(ValueError, match="unknown reward.reward_kwargs keys"):
+        _manager(tiny_tokenizer, {"fromat": "dapo"})
+    with pytest.raises(ValueError, match="format='latex'"):
+        _manager(tiny_tokenizer, {"format": "latex"})
+    with pytest.raises(ValueError, match="max_resp_len"):
+        _manager(tiny_tokenizer, {"overlong_buffer": {"enable": True, "len": 64}}, response_length=32)

@@ -1,0 +1,208 @@
+"""``PoolDataset``: a map-style torch ``Dataset`` over a ``QueryPool``, indexed by record id.
+
+Usable as verl's ``data.custom_cls`` (``create_rl_dataset`` calls ``cls(data_files=, tokenizer=, processor=,
+config=, max_samples=)``) or built directly with ``from_config``. It reads the seed rows (``rows.load_rows``),
+drops prompts longer than ``max_prompt_length`` tokens like ``RLHFDataset`` does, and puts them into its pool.
+``dataset[record_id]`` returns the row dict ``RLHFDataset.__getitem__`` returns for the same file row, with
+``extra_info.index`` = ``index`` = the record id, so verl's ``collate_fn`` and agent loop treat it as a normal row.
+
+Checkpointing: ``state_dict()`` carries the whole pool; ``StatefulDataLoader`` (num_workers=0) stores it with the
+batch sampler's state in ``data.pt`` and restores it when the next iterator is created.
+
+Pool settings come from (highest first) the keyword arguments, then ``config.heapa`` (a mapping with optional
+``pool`` = ``PoolConfig`` fields, ``seed``, ``rows`` = ``RowFormat`` fields), then defaults. The pool is built on
+first use, so ``attach_pool`` can hand in a pool built elsewhere (e.g. with a custom estimator) before that.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from verl_ext.adapters.rows import RowFormat, SeedRows, as_messages, load_rows, to_verl_row
+from verl_ext.pool import PoolConfig, QueryPool
+
+logger = logging.getLogger(__name__)
+
+STATE_SCHEMA_VERSION = 1
+
+
+class PoolDataset(Dataset):
+    """Record-id-indexed dataset over a ``QueryPool`` (see the module docstring)."""
+
+    def __init__(self, data_files: str | os.PathLike | Sequence[str | os.PathLike] | None, tokenizer: Any = None,
+                 processor: Any = None, config: Mapping[str, Any] | None = None, max_samples: int = -1, *,
+                 pool_config: PoolConfig | Mapping[str, Any] | None = None, row_format: RowFormat | Mapping | None
+                 = None, pool_seed: int | None = None) -> None:
+        config = config if config is not None else {}
+        heapa = _as_dict(config.get("heapa")) or {}
+        unknown = set(heapa) - {"pool", "seed", "rows"}
+        if unknown:
+            raise ValueError(f"unknown keys {sorted(unknown)} in data config 'heapa'; known: pool, seed, rows")
+        self.tokenizer = tokenizer
+        if processor is not None:
+            logger.warning("PoolDataset serves text prompts only; the multimodal processor is ignored")
+        self.max_prompt_length = int(config.get("max_prompt_length", 1024))
+        self.filter_overlong_prompts = bool(config.get("filter_overlong_prompts", True))
+        self.apply_chat_template_kwargs = dict(_as_dict(config.get("apply_chat_template_kwargs")) or {})
+        self.pool_config = _pool_config(pool_config if pool_config is not None else heapa.get("pool"))
+        seed = pool_seed if pool_seed is not None else heapa.get("seed", config.get("seed"))
+        self.pool_seed = 0 if seed is None else int(seed)
+        fmt = row_format if row_format is not None else heapa.get("rows")
+        self.row_format = fmt if isinstance(fmt, RowFormat) else RowFormat.from_dict(_as_dict(fmt))
+        if self.row_format.prompt_key == "prompt" and config.get("prompt_key", "prompt") != "prompt":
+            self.row_format = RowFormat.from_dict({**_fields(self.row_format), "prompt_key": config["prompt_key"]})
+        self.num_filtered = 0
+        self._pool: QueryPool | None = None
+        self._pending: SeedRows | None = None
+        if data_files is not None:
+            rows = load_rows(_as_list(data_files), self.row_format)
+            rows = _take_max_samples(rows, max_samples, bool(config.get("shuffle", False)), config.get("seed"))
+            self._pending = self._filter_overlong(rows)
+
+    @classmethod
+    def from_config(cls, data_files: str | os.PathLike | Sequence[str | os.PathLike] | None, tokenizer: Any = None,
+                    *, pool_config: PoolConfig | Mapping[str, Any] | None = None,
+                    row_format: RowFormat | Mapping | None = None, seed: int = 0, max_samples: int = -1,
+                    data_config: Mapping[str, Any] | None = None) -> "PoolDataset":
+        """Build without verl's data config; ``data_config`` may still supply ``max_prompt_length`` etc."""
+        return cls(data_files, tokenizer, None, data_config, max_samples, pool_config=pool_config,
+                   row_format=row_format, pool_seed=seed)
+
+    # ----------------------------------------------------------------------------------------- the pool
+    @property
+    def pool(self) -> QueryPool:
+        """The pool (built from the config and seeded on first access)."""
+        if self._pool is None:
+            self._pool = QueryPool(self.pool_config, seed=self.pool_seed)
+            self._add_pending(self._pool)
+        return self._pool
+
+    def attach_pool(self, pool: QueryPool, add_seeds: bool = True) -> None:
+        """Use ``pool`` from now on; with ``add_seeds`` the loaded seed rows go into it (once)."""
+        if add_seeds and self._pending is None:
+            raise RuntimeError("attach_pool(add_seeds=True): the seed rows already went into a pool (it was used "
+                               "before attach_pool) or none were loaded; pass add_seeds=False")
+        self._pool = pool
+        if add_seeds:
+            self._add_pending(pool)
+
+    def _add_pending(self, pool: QueryPool) -> None:
+        rows, self._pending = self._pending, None
+        if rows is not None and len(rows):
+            pool.add_seeds_bulk(**rows.pool_kwargs())
+            logger.info("PoolDataset: %d seed rows in the pool (%d over-long prompts dropped)", len(rows),
+                        self.num_filtered)
+
+    # ----------------------------------------------------------------------------------------- Dataset API
+    def __len__(self) -> int:
+        """Records held by the pool in any status (cold, pooled, in flight, archived)."""
+        return len(self.pool)
+
+    def __getitem__(self, record_id: int) -> dict[str, Any]:
+        """The row of record ``record_id``, keyed exactly like ``RLHFDataset.__getitem__``'s rows."""
+        rid = int(record_id)
+        rec = self.pool.get(rid)
+        row = to_verl_row(rid, rec.prompt, rec.answer, rec.data_source, rec.extra)
+        extra_info = row["extra_info"]
+        row["raw_prompt"] = row["prompt"]
+        # verl: "we still need a dummy tensor to make sure DataProto.batch is not empty"
+        row["dummy_tensor"] = torch.tensor([0], dtype=torch.uint8)
+        row["index"] = rid
+        row["tools_kwargs"] = extra_info.get("tools_kwargs", {})
+        row["interaction_kwargs"] = extra_info.get("interaction_kwargs", {})
+        return row
+
+    # ----------------------------------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The whole pool (JSON-safe); ``StatefulDataLoader`` puts it into verl's ``data.pt``."""
+        return {"schema_version": STATE_SCHEMA_VERSION, "pool": self.pool.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the pool in place (objects holding the pool keep seeing the restored one)."""
+        if state.get("schema_version") != STATE_SCHEMA_VERSION:
+            raise ValueError(f"PoolDataset state has schema_version {state.get('schema_version')!r}; this code "
+                             f"reads {STATE_SCHEMA_VERSION}")
+        if self._pool is None:
+            self._pending = None  # the checkpoint holds the seeds already
+            self._pool = QueryPool(self.pool_config, seed=self.pool_seed)
+        self._pool.load_state_dict(state["pool"])
+
+    # ----------------------------------------------------------------------------------------- prompt length
+    def prompt_length(self, prompt: Any) -> int:
+        """Tokens of ``prompt`` after the chat template (as the agent loop renders it); needs a tokenizer."""
+        if self.tokenizer is None:
+            raise RuntimeError("PoolDataset.prompt_length needs a tokenizer")
+        from verl.utils.tokenizer import normalize_token_ids
+
+        kwargs = {k: v for k, v in self.apply_chat_template_kwargs.items()
+                  if k not in ("tokenize", "return_dict", "return_tensors")}
+        ids = self.tokenizer.apply_chat_template(as_messages(prompt), add_generation_prompt=True, tokenize=True,
+                                                 **kwargs)
+        return len(normalize_token_ids(ids))
+
+    def fits(self, prompt: Any) -> bool:
+        """Whether ``prompt`` is within ``max_prompt_length`` (always True without a tokenizer or filtering)."""
+        if self.tokenizer is None or not self.filter_overlong_prompts:
+            return True
+        return self.prompt_length(prompt) <= self.max_prompt_length
+
+    def _filter_overlong(self, rows: SeedRows) -> SeedRows:
+        if self.tokenizer is None or not self.filter_overlong_prompts or not len(rows):
+            return rows
+        keep = [i for i, prompt in enumerate(rows.prompts) if self.fits(prompt)]
+        self.num_filtered = len(rows) - len(keep)
+        if self.num_filtered:
+            logger.warning("PoolDataset: dropped %d of %d prompts longer than %d tokens", self.num_filtered,
+                           len(rows), self.max_prompt_length)
+            return rows.select(keep)
+        return rows
+
+
+def _pool_config(value: PoolConfig | Mapping[str, Any] | None) -> PoolConfig:
+    if value is None:
+        return PoolConfig()
+    if isinstance(value, PoolConfig):
+        return value
+    return PoolConfig.from_dict(_as_dict(value))
+
+
+def _take_max_samples(rows: SeedRows, max_samples: int | None, shuffle: bool, seed: Any) -> SeedRows:
+    """verl's ``max_samples``: the first N rows, or N random rows (seeded) when ``shuffle`` is on."""
+    total = len(rows)
+    if max_samples is None or max_samples <= 0 or max_samples >= total:
+        return rows
+    if shuffle:
+        rng = np.random.default_rng(*(() if seed is None else (seed,)))
+        return rows.select(rng.choice(total, size=max_samples, replace=False).tolist())
+    return rows.select(range(max_samples))
+
+
+def _as_dict(value: Any) -> dict | None:
+    """A plain dict from a dict / OmegaConf node / None (no omegaconf import unless needed)."""
+    if value is None or isinstance(value, dict):
+        return value
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(value, DictConfig):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf ships with verl
+        pass
+    return dict(value)
+
+
+def _as_list(files: Any) -> list:
+    if isinstance(files, (str, os.PathLike)):
+        return [files]
+    return [os.fspath(f) if isinstance(f, os.PathLike) else str(f) for f in files]
+
+
+def _fields(fmt: RowFormat) -> dict[str, Any]:
+    return {name: getattr(fmt, name) for name in fmt.__dataclass_fields__}

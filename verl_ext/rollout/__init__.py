@@ -1,0 +1,17 @@
+"""AR3PO (arXiv 2509.25808): adaptive rollout in stages and reuse of earlier correct responses.
+
+Pure core (no verl / ray / torch): ``StagePlanner`` decides how many responses each prompt gets, ``ResponseBank``
+keeps correct responses for groups that stay all-wrong, ``group_stats``/``finish_step`` count what the step cost
+and how much GRPO signal it carries. The verl agent-loop manager in ``verl_ext.adapters`` drives them.
+"""
+
+from verl_ext.rollout.bank import ResponseBank, ReusePlan
+from verl_ext.rollout.config import AR3POConfig, ReuseConfig
+from verl_ext.rollout.planner import PlannerError, StagePlanner
+from verl_ext.rollout.stats import GroupStats, group_stats, is_zero_advantage
+from verl_ext.rollout.step import StepOutcome, finish_step
+
+__all__ = [
+    "AR3POConfig", "GroupStats", "PlannerError", "ResponseBank", "ReuseConfig", "ReusePlan", "StagePlanner",
+    "StepOutcome", "finish_step", "group_stats", "is_zero_advantage",
+]
