@@ -38,7 +38,8 @@ setup(
     package_data={"recipe.heapa": ["config/*.yaml"], "verl_ext.sim": ["scenarios/*.yaml"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "pytest-asyncio", "pytest-timeout"],
+        "test": ["pytest>=8", "hypothesis>=6.100", "pytest-asyncio", "pytest-timeout", "matplotlib"],
+        "sim": ["matplotlib"],
         # the inference engine verl 0.9.1's own `vllm` extra pins (GPU clusters only)
         "gpu": ["vllm==0.24.0", "torch==2.11.0"],
     },

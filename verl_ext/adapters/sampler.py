@@ -20,6 +20,7 @@ the dataset (the pool) and this sampler only then, and the trainer must not touc
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -71,6 +72,7 @@ class PoolBatchSampler(Sampler[list[int]]):
         self._outstanding: dict[int, None] = {}  # handed out, waiting for on_feedback / release_unused
         self._selections = 0
         self._short_selections = 0
+        self.select_seconds = 0.0  # wall time spent choosing prompts (reset by the trainer each step)
 
     # ----------------------------------------------------------------------------------------- wiring
     @property
@@ -104,6 +106,13 @@ class PoolBatchSampler(Sampler[list[int]]):
         return chunk
 
     def _select(self) -> None:
+        start = time.perf_counter()
+        try:
+            self._select_into_buffer()
+        finally:
+            self.select_seconds += time.perf_counter() - start
+
+    def _select_into_buffer(self) -> None:
         pool, k = self.pool, self.train_batch_size
         if self.reinsert_when_short and pool.num_available < k:
             pool.reinsert(self.step, k)

@@ -1,0 +1,130 @@
+"""Summaries of simulator runs over seeds: the benchmark table (mean and 95% interval) and the accuracy plot.
+
+Rollouts-to-target of a run that never reached the target is *censored* at the budget: the mean then counts it
+as the budget (a lower bound on the true cost) and the cell is marked ``>``; the ``reached`` column says how
+often that happened. Intervals are Student-t intervals of the mean over seeds (seeds are independent runs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from verl_ext.sim.runner import RunResult
+
+# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (beyond: the normal 1.96). No scipy needed.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high) of the 95% t-interval; a single value gives a zero-width interval."""
+    x = np.asarray(values, dtype=np.float64)
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, mean, mean
+    df = len(x) - 1
+    t = _T975[df - 1] if df <= len(_T975) else 1.96
+    half = t * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return mean, mean - half, mean + half
+
+
+@dataclass
+class StrategySummary:
+    """One table row: a strategy over all its seeds."""
+
+    strategy: str
+    seeds: int
+    to_target: tuple[float, float, float]
+    reached: int
+    accuracy: tuple[float, float, float]
+    zero_variance: tuple[float, float, float]
+    generations: float
+    teacher_calls: float
+    verify_forwards: float
+
+
+def summarise(results: Sequence[RunResult]) -> list[StrategySummary]:
+    """Group runs by strategy (first-seen order) and summarise each group."""
+    groups: dict[str, list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(r.strategy, []).append(r)
+    rows = []
+    for name, runs in groups.items():
+        to_target = [r.rollouts_to_target if r.rollouts_to_target is not None else r.rollouts[-1] for r in runs]
+        rows.append(StrategySummary(
+            strategy=name, seeds=len(runs), to_target=mean_ci(to_target),
+            reached=sum(r.rollouts_to_target is not None for r in runs),
+            accuracy=mean_ci([r.final_accuracy for r in runs]),
+            zero_variance=mean_ci([r.zero_variance_share for r in runs]),
+            generations=float(np.mean([r.augment.get("generations", 0) for r in runs])),
+            teacher_calls=float(np.mean([r.augment.get("teacher_calls", 0) for r in runs])),
+            verify_forwards=float(np.mean([r.verify_forwards for r in runs])),
+        ))
+    return rows
+
+
+def _fmt_ci(ci: tuple[float, float, float], spec: str) -> str:
+    mean, low, high = ci
+    return f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"
+
+
+def format_table(rows: Sequence[StrategySummary], target: float, budget: int) -> str:
+    """The benchmark table as Markdown (mean [95% interval] over seeds)."""
+    head = (f"| strategy | rollouts to acc {target:g} | reached | acc @ {budget:,} rollouts | zero-variance groups "
+            "| aug generations | teacher calls | verify forwards |")
+    lines = [head, "|" + "---|" * 8]
+    for s in rows:
+        censored = ">" if s.reached < s.seeds else ""
+        lines.append(
+            f"| {s.strategy} | {censored}{_fmt_ci(s.to_target, ',.0f')} | {s.reached}/{s.seeds} "
+            f"| {_fmt_ci(s.accuracy, '.3f')} | {_fmt_ci(s.zero_variance, '.3f')} | {s.generations:,.0f} "
+            f"| {s.teacher_calls:,.0f} | {s.verify_forwards:,.0f} |")
+    return "\n".join(lines)
+
+
+def mean_curve(runs: Sequence[RunResult], grid: np.ndarray) -> np.ndarray:
+    """Per-seed accuracy interpolated on a common rollout grid: array (seeds, len(grid))."""
+    return np.stack([np.interp(grid, r.rollouts, r.accuracy) for r in runs])
+
+
+def plot(results: Sequence[RunResult], path: str | Path, title: str) -> bool:
+    """Accuracy vs training rollouts per strategy (mean over seeds, shaded 95% interval) to a PNG.
+
+    Returns False (and writes nothing) when matplotlib is not installed: the plot is optional, the table is not.
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")  # no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    groups: dict[str, list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(r.strategy, []).append(r)
+    first = results[0]
+    grid = np.linspace(0, max(r.rollouts[-1] for r in results), 200)
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
+    for name, runs in groups.items():
+        curves = mean_curve(runs, grid)
+        mean = curves.mean(axis=0)
+        ax.plot(grid, mean, label=name, lw=1.5, ls="--" if name == "oracle" else "-")
+        if len(runs) > 1:
+            half = np.array([mean_ci(col)[2] for col in curves.T]) - mean
+            ax.fill_between(grid, mean - half, mean + half, alpha=0.15, lw=0)
+    ax.axhline(first.target_accuracy, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("training rollouts (responses generated)")
+    ax.set_ylabel("test accuracy (expected pass@1)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=2, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True

@@ -1,0 +1,197 @@
+"""One simulated training run: a scenario, a strategy name, a seed -> a ``RunResult``.
+
+The loop is the recipe's step (DESIGN "The step, as data flows") with the GPU parts replaced by the
+``SyntheticWorld``: select (the real strategy on the real ``QueryPool``) -> rollouts -> ``pool.feedback`` and
+``strategy.observe`` -> policy update -> augmentation fire and integrate -> lineage ``step`` -> ``pool.reinsert``
+-> test accuracy. Simulator strategy names map to registry strategies plus options (``SIM_STRATEGIES``):
+``heapa`` is ``boundary`` with augmentation and lineage; ``oracle`` and ``hive`` get the world's callbacks.
+
+Determinism: every random stream derives from ``numpy.random.SeedSequence(seed)``; the data (prompt
+difficulties, topics, test set) depends on the seed only, so all strategies of one seed see the same prompts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from verl_ext.pool import QueryPool
+from verl_ext.pool.refresh import LineageRefresher
+from verl_ext.selection import Strategy, build_strategy, get_strategy_class
+from verl_ext.sim.augment import SimAugmenter
+from verl_ext.sim.config import ScenarioConfig
+from verl_ext.sim.world import SyntheticWorld
+
+
+@dataclass(frozen=True)
+class SimStrategy:
+    """A simulator strategy: the registry strategy it runs and what the simulator wires around it."""
+
+    registry_name: str
+    augment: bool = False
+    lineage: bool = False
+
+
+SIM_STRATEGIES: dict[str, SimStrategy] = {
+    "uniform": SimStrategy("uniform"),
+    "prioritized": SimStrategy("prioritized"),
+    "boundary": SimStrategy("boundary"),
+    "heapa": SimStrategy("boundary", augment=True, lineage=True),
+    "heapa_nolineage": SimStrategy("boundary", augment=True),
+    "hive": SimStrategy("hive"),
+    "mopps": SimStrategy("mopps"),
+    "greso": SimStrategy("greso"),
+    "oracle": SimStrategy("oracle"),
+}
+
+StrategyFactory = Callable[[SyntheticWorld, int], Strategy]
+
+
+@dataclass
+class RunResult:
+    """What one run measured. ``rollouts[i]``/``accuracy[i]``: cumulative training responses and test accuracy
+    after evaluation i (index 0 = before training). Augmentation generations, teacher calls and HIVE's
+    verification forward passes are counted apart from training rollouts."""
+
+    strategy: str
+    seed: int
+    rollouts: list[int]
+    accuracy: list[float]
+    target_accuracy: float
+    budget_rollouts: int
+    groups: int = 0
+    zero_variance_groups: int = 0
+    steps: int = 0
+    augment: dict[str, int] = field(default_factory=dict)
+    verify_forwards: int = 0
+    pool_metrics: dict[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def rollouts_to_target(self) -> int | None:
+        """Training rollouts at the first evaluation at or above the target; None if never reached."""
+        for r, acc in zip(self.rollouts, self.accuracy):
+            if acc >= self.target_accuracy:
+                return r
+        return None
+
+    @property
+    def final_accuracy(self) -> float:
+        """Accuracy when the rollout budget was spent (or the pool ran dry)."""
+        return self.accuracy[-1]
+
+    @property
+    def zero_variance_share(self) -> float:
+        return self.zero_variance_groups / self.groups if self.groups else 0.0
+
+    def same_outcome(self, other: "RunResult") -> bool:
+        """Equal in everything but wall-clock time (for determinism checks)."""
+        mine, theirs = dict(vars(self)), dict(vars(other))
+        mine.pop("wall_s")
+        theirs.pop("wall_s")
+        return mine == theirs
+
+
+def _strategy_kwargs(cls: type, options: dict[str, Any], seed: int) -> dict[str, Any]:
+    kwargs = dict(options)
+    if "seed" in inspect.signature(cls).parameters and "seed" not in kwargs:
+        kwargs["seed"] = seed
+    return kwargs
+
+
+def build_sim_strategy(name: str, config: ScenarioConfig, world: SyntheticWorld, seed: int,
+                       probe: Callable[[list[int]], dict[int, float]] | None = None) -> Strategy:
+    """The registry strategy behind simulator name ``name``, with the scenario's options and the world's
+    callbacks (``oracle``: true pass rates; ``hive``: ``probe``, default the world's prompt-entropy probe)."""
+    spec = SIM_STRATEGIES[name]
+    cls = get_strategy_class(spec.registry_name)
+    kwargs = _strategy_kwargs(cls, config.strategies.get(name, {}), seed)
+    if spec.registry_name == "oracle":
+        kwargs["true_pass_rate"] = world.solve_prob
+    if spec.registry_name == "hive":
+        kwargs["prompt_entropy"] = probe if probe is not None else world.prompt_entropy
+    return build_strategy(spec.registry_name, **kwargs)
+
+
+class _CountingProbe:
+    """Wraps HIVE's probe to count verification forward passes (a cost apart from rollouts)."""
+
+    def __init__(self, probe: Callable[[list[int]], dict[int, float]]) -> None:
+        self.probe, self.calls = probe, 0
+
+    def __call__(self, ids: list[int]) -> dict[int, float]:
+        self.calls += len(ids)
+        return self.probe(ids)
+
+
+def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int = 0,
+                   strategy_factory: StrategyFactory | None = None) -> RunResult:
+    """Run one strategy on one seed. ``strategy_factory(world, seed)`` overrides the built strategy (tests use it
+    for strategies that are not registered); ``strategy`` then only names the result and the wiring to use."""
+    if strategy not in SIM_STRATEGIES and strategy_factory is None:
+        raise ValueError(f"unknown simulator strategy {strategy!r}; known: {', '.join(sorted(SIM_STRATEGIES))}")
+    spec = SIM_STRATEGIES.get(strategy, SimStrategy(strategy))
+    started = time.perf_counter()
+    streams = np.random.SeedSequence(seed).spawn(6)
+    rng_init, rng_roll, rng_aug, rng_verify = (np.random.default_rng(s) for s in streams[:4])
+    pool_seed, strategy_seed = (int(s.generate_state(1)[0]) for s in streams[4:])
+    world = SyntheticWorld(config.prompts, config.learner, rng_init, rng_roll, rng_verify)
+    pool = QueryPool(config.pool_config(track_changes=spec.lineage), seed=pool_seed)
+    n_train = config.prompts.n_train
+    ids = pool.add_seeds_bulk([f"prompt {i}" for i in range(n_train)], ["0"] * n_train, "sim")
+    world.register(np.asarray(ids), world.seed_difficulty, world.seed_topic, np.ones(n_train, dtype=bool))
+
+    probe = _CountingProbe(world.prompt_entropy)
+    if strategy_factory is not None:
+        strat = strategy_factory(world, strategy_seed)
+    else:
+        strat = build_sim_strategy(strategy, config, world, strategy_seed, probe)
+    refresher = LineageRefresher(pool, config.lineage_config()) if spec.lineage else None
+    augmenter = SimAugmenter(config.augment, world, pool, refresher, rng_aug) if spec.augment else None
+
+    result = _train(config, world, pool, strat, augmenter, refresher)
+    result.strategy, result.seed = strategy, seed
+    result.augment = dict(augmenter.counts) if augmenter else {}
+    result.verify_forwards = probe.calls
+    result.pool_metrics = pool.metrics()
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat: Strategy,
+           augmenter: SimAugmenter | None, refresher: LineageRefresher | None) -> RunResult:
+    """The step loop, until the rollout budget is spent or the pool has nothing left to hand out."""
+    train = config.train
+    k, n = train.batch_size, train.n
+    out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
+    spent, step = 0, 0
+    while spent < train.budget_rollouts:
+        batch = strat.select(pool, k, step)
+        if not batch:
+            break
+        ids = np.asarray(batch, dtype=np.int64)
+        passes = world.rollout(ids, n)
+        results = {int(i): (int(p), n) for i, p in zip(ids, passes)}
+        pool.feedback(results, step)
+        strat.observe(results, step)
+        world.learn(ids, passes, n)
+        spent += len(ids) * n
+        out.groups += len(ids)
+        out.zero_variance_groups += int(np.count_nonzero((passes == 0) | (passes == n)))
+        if augmenter is not None:
+            augmenter.fire(ids, passes, n, step)
+            augmenter.integrate(step)
+        if refresher is not None:
+            refresher.step(step)
+        pool.reinsert(step, k)
+        step += 1
+        if step % train.eval_every == 0 or spent >= train.budget_rollouts:
+            out.rollouts.append(spent)
+            out.accuracy.append(world.test_accuracy())
+    out.steps = step
+    return out

@@ -1,0 +1,121 @@
+"""``SyntheticWorld``: the latent truth of a simulation: prompts, a learner, rollouts and the held-out test set.
+
+Why this model: the strategies under comparison differ only in which prompts they spend rollouts on, so the
+learner needs exactly the properties that make that choice matter, and nothing more:
+
+- a prompt's solve probability is an item-response curve of the policy's ability
+  (``sigmoid(a * (ability[topic] + memo - difficulty))``), so the capability frontier is where it is near 0.5;
+- each step draws ``n`` Bernoulli rollouts per prompt; groups with all-equal outcomes carry no GRPO signal, so
+  only the reward spread of mixed groups (``2*sqrt(q(1-q))``, 1 at q=0.5) moves the ability, averaged over the
+  batch (zero-variance groups dilute the update, as in a token-mean loss);
+- gains go mostly to the group's topic and partly (``transfer``) to all topics; per-prompt memorisation
+  (``memo``) makes re-training one prompt worth less and does not reach the test set; a random walk
+  (``drift_std``) and the learning itself move the frontier, so statistics go stale.
+
+Latent state is kept in arrays indexed by record id (the pool allocates ids densely from 0), so every query is
+vectorised. Accuracy on the test set is the expected pass@1 (mean solve probability): exact, no sampling noise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verl_ext.sim.config import LearnerConfig, PromptsConfig
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def draw_mixture(rng: np.random.Generator, comps: list[dict[str, float]], size: int) -> np.ndarray:
+    """``size`` draws from a normal mixture ``[{weight, mean, std}, ...]``."""
+    weights = np.array([c["weight"] for c in comps])
+    which = rng.choice(len(comps), size=size, p=weights / weights.sum())
+    means = np.array([c["mean"] for c in comps])[which]
+    stds = np.array([c["std"] for c in comps])[which]
+    return means + stds * rng.standard_normal(size)
+
+
+class SyntheticWorld:
+    """Latent prompts and learner. ``rng_init`` builds the data; ``rng_roll`` draws rollouts and drift;
+    ``rng_verify`` the noise of HIVE's entropy probe (separate streams, so one consumer cannot shift another)."""
+
+    def __init__(self, prompts: PromptsConfig, learner: LearnerConfig, rng_init: np.random.Generator,
+                 rng_roll: np.random.Generator, rng_verify: np.random.Generator, entropy_noise: float = 0.05) -> None:
+        self.learner = learner
+        self.n_topics = prompts.n_topics
+        self.ability = np.full(prompts.n_topics, float(learner.init_ability))
+        self._roll, self._verify = rng_roll, rng_verify
+        self.entropy_noise = entropy_noise
+        cap = max(16, prompts.n_train)
+        self.difficulty = np.zeros(cap)
+        self.topic = np.zeros(cap, dtype=np.int64)
+        self.valid = np.zeros(cap, dtype=bool)
+        self.memo = np.zeros(cap)
+        self.known = np.zeros(cap, dtype=bool)
+        self.seed_difficulty = draw_mixture(rng_init, prompts.difficulty, prompts.n_train)
+        self.seed_topic = rng_init.integers(prompts.n_topics, size=prompts.n_train)
+        test_mix = prompts.test_difficulty if prompts.test_difficulty is not None else prompts.difficulty
+        self.test_difficulty = draw_mixture(rng_init, test_mix, prompts.n_test)
+        self.test_topic = rng_init.integers(prompts.n_topics, size=prompts.n_test)
+
+    # ------------------------------------------------------------------ prompts
+    def register(self, ids: np.ndarray, difficulty: np.ndarray, topic: np.ndarray, valid: np.ndarray) -> None:
+        """Attach latent properties to pool record ids."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) == 0:
+            return
+        need = int(ids.max()) + 1
+        if need > len(self.difficulty):
+            size = max(need, 2 * len(self.difficulty))
+            for name in ("difficulty", "topic", "valid", "memo", "known"):
+                old = getattr(self, name)
+                new = np.zeros(size, dtype=old.dtype)
+                new[:len(old)] = old
+                setattr(self, name, new)
+        self.difficulty[ids] = difficulty
+        self.topic[ids] = topic
+        self.valid[ids] = valid
+        self.memo[ids] = 0.0
+        self.known[ids] = True
+
+    def solve_prob(self, ids: np.ndarray) -> np.ndarray:
+        """True pass rate of each record under the current policy (0 for invalid, unsolvable items)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if not self.known[ids].all():
+            raise KeyError(f"records {ids[~self.known[ids]][:10].tolist()} have no latent properties")
+        logit = self.ability[self.topic[ids]] + self.memo[ids] - self.difficulty[ids]
+        return np.where(self.valid[ids], sigmoid(self.learner.discrimination * logit), 0.0)
+
+    def prompt_entropy(self, ids: list[int]) -> dict[int, float]:
+        """HIVE's online probe, simulated: normalised binary entropy of the solve probability plus noise (a
+        forward pass measures the policy's uncertainty, which collapses as a prompt becomes solved or hopeless)."""
+        arr = np.asarray(ids, dtype=np.int64)
+        p = np.clip(self.solve_prob(arr), 1e-12, 1 - 1e-12)
+        h = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+        h = np.maximum(h + self.entropy_noise * self._verify.standard_normal(len(arr)), 0.0)
+        return dict(zip(arr.tolist(), h.tolist()))
+
+    # ------------------------------------------------------------------ training
+    def rollout(self, ids: np.ndarray, n: int) -> np.ndarray:
+        """Passes out of ``n`` Bernoulli rollouts per record."""
+        return self._roll.binomial(n, self.solve_prob(ids))
+
+    def learn(self, ids: np.ndarray, passes: np.ndarray, n: int) -> None:
+        """One policy update from the batch's groups, then the drift of the frontier (see module docstring)."""
+        cfg = self.learner
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids):
+            q = passes / n
+            spread = 2.0 * np.sqrt(q * (1.0 - q))
+            own = np.bincount(self.topic[ids], weights=spread, minlength=self.n_topics)
+            gain = (1.0 - cfg.transfer) * self.n_topics * own + cfg.transfer * spread.sum()
+            self.ability += cfg.learning_rate * gain / len(ids)
+            self.memo[ids] += cfg.item_learning_rate * spread
+        if cfg.drift_std > 0:
+            self.ability += cfg.drift_std * self._roll.standard_normal(self.n_topics)
+
+    def test_accuracy(self) -> float:
+        """Expected pass@1 on the held-out test set."""
+        logit = self.ability[self.test_topic] - self.test_difficulty
+        return float(sigmoid(self.learner.discrimination * logit).mean())
