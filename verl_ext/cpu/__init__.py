@@ -56,12 +56,18 @@ def register() -> None:
 
     RolloutReplicaRegistry.register("hf", _load_hf)
     rollout_base._ROLLOUT_REGISTRY[("hf", "async")] = "verl_ext.cpu.hf_rollout.HFServerAdapter"
-    if cpu_selected():
-        for key, value in ENV_DEFAULTS.items():
-            os.environ.setdefault(key, value)
-        import torch.distributed as dist
-
-        if not getattr(dist.init_process_group, "_verl_ext_dedupe", False):
-            dist.init_process_group = _dedupe_backend(dist.init_process_group)
-        logger.info("verl_ext: CPU platform selected (VERL_PLATFORM=cpu)")
     _registered = True
+    if cpu_selected():
+        activate()
+
+
+def activate() -> None:
+    """Select the CPU in this process: env defaults (inherited by Ray workers started later) and gloo fix."""
+    os.environ["VERL_PLATFORM"] = "cpu"
+    for key, value in ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    import torch.distributed as dist
+
+    if not getattr(dist.init_process_group, "_verl_ext_dedupe", False):
+        dist.init_process_group = _dedupe_backend(dist.init_process_group)
+        logger.info("verl_ext: CPU platform selected (VERL_PLATFORM=cpu)")

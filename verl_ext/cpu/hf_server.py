@@ -111,8 +111,8 @@ class HFServer:
 
     async def load_weights(self, named_tensors: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
         """Copy the actor's weights in; returns how many tensors matched (0 matches is an error)."""
-        own = dict(self.model.named_parameters())
-        own.update(dict(self.model.named_buffers()))
+        # state_dict (not named_parameters) also lists tied weights such as lm_head.weight under their own name.
+        own = self.model.state_dict(keep_vars=True)
         matched = [n for n in named_tensors if n in own]
         if not matched:
             raise RuntimeError(

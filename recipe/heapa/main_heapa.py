@@ -1,0 +1,105 @@
+"""Entry point: ``python -m recipe.heapa.main_heapa method=heapa_dapo platform=gpu data.train_files=...``.
+
+Composes verl's ``ppo_trainer`` config with the recipe's (``config/heapa_trainer.yaml``), validates the
+``heapa:`` block before Ray starts, and runs the recipe's own small Ray runner: verl's ``TaskRunnerV1`` is a
+``@ray.remote`` class (it cannot be subclassed) and its trainer registry refuses a second "sync" trainer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pprint import pformat
+
+import hydra
+import ray
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+logger = logging.getLogger(__name__)
+
+
+@ray.remote(num_cpus=1)
+class HeapaTaskRunner:
+    """Builds ``HeapaTrainer`` and the agent-loop manager, then trains (mirrors verl's ``TaskRunnerV1.run``)."""
+
+    def run(self, config: DictConfig) -> None:
+        import transfer_queue as tq
+
+        from verl.trainer.ppo.v1 import AgentLoopManagerTQ
+        from verl.utils.import_utils import load_class_from_fqn
+        from verl.utils.logging_utils import configure_verl_logging
+
+        from recipe.heapa.trainer import HeapaTrainer
+
+        configure_verl_logging()
+        config.transfer_queue.enable = True
+        OmegaConf.resolve(config)
+        logger.info("heapa config:\n%s", pformat(OmegaConf.to_container(config.heapa)))
+        tq.init(config.transfer_queue)
+        trainer = None
+        succeeded = False
+        try:
+            trainer = HeapaTrainer(config=config)
+            trainer.init()
+            fqn = config.actor_rollout_ref.rollout.get("agent", {}).get("agent_loop_manager_class")
+            manager_cls = load_class_from_fqn(fqn, "AgentLoopManager") if fqn else AgentLoopManagerTQ
+            manager = manager_cls.create(
+                config=config, llm_client=trainer.get_llm_client(), teacher_client=trainer.get_teacher_client(),
+                reward_loop_worker_handles=trainer.get_reward_handles(),
+            )
+            trainer.fit(manager)
+            succeeded = True
+        finally:
+            try:
+                tracking = getattr(trainer, "logger", None)
+                if tracking is not None:
+                    tracking.finish(exit_code=0 if succeeded else 1)
+            finally:
+                tq.close()
+
+
+def prepare(config: DictConfig) -> None:
+    """Validate and switch the platform on, in the driver, before Ray starts its workers."""
+    from recipe.heapa.settings import parse_settings
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    settings = parse_settings(OmegaConf.to_container(config.heapa, resolve=True))
+    with open_dict(config):
+        config.heapa.method = settings.method  # `${hydra:...}` resolves only in this process, not in Ray actors
+    if not config.trainer.get("use_v1", True):
+        raise ValueError("the heapa recipe runs on verl's V1 trainer: trainer.use_v1 must stay true")
+    if settings.platform == "cpu":
+        os.environ["VERL_PLATFORM"] = "cpu"  # inherited by every Ray worker started after this point
+        from verl_ext.cpu import ENV_DEFAULTS, activate
+
+        activate()
+        # Also through Ray's runtime_env: workers of an already running cluster do not inherit our environment.
+        with open_dict(config):
+            env = config.ray_kwargs.ray_init.setdefault("runtime_env", {}).setdefault("env_vars", {})
+            for key, value in {"VERL_PLATFORM": "cpu", **ENV_DEFAULTS}.items():
+                env.setdefault(key, value)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    _tag_run(config, settings)
+
+
+def _tag_run(config: DictConfig, settings) -> None:
+    """Name and tag wandb runs so GRPO / DAPO / HeaPA group and compare side by side."""
+    if "wandb" not in (config.trainer.logger or []):
+        return
+    os.environ.setdefault("WANDB_RUN_GROUP", f"{config.trainer.project_name}/{settings.method}")
+    tags = [f"method:{settings.method}", f"selection:{settings.selection_name}",
+            f"pool:{settings.pool.max_pool_size}", f"platform:{settings.platform}", "recipe:heapa"]
+    os.environ.setdefault("WANDB_TAGS", ",".join(tags))
+
+
+@hydra.main(config_path="config", config_name="heapa_trainer", version_base=None)
+def main(config: DictConfig) -> None:
+    from verl.trainer.main_ppo import run_ppo
+
+    prepare(config)
+    run_ppo(config, task_runner_class=HeapaTaskRunner)
+
+
+if __name__ == "__main__":
+    main()

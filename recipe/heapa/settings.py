@@ -1,0 +1,88 @@
+"""The recipe's ``heapa:`` config block, validated once at start-up into the components' own dataclasses.
+
+Bad values fail before Ray starts, with the offending key named (``heapa.pool.low_fraction: ...``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from verl_ext.adapters.rows import RowFormat
+from verl_ext.pool import PoolConfig
+from verl_ext.pool.lineage import LineageConfig
+from verl_ext.selection import available_strategies, get_strategy_class
+
+PLATFORMS = ("gpu", "cpu")
+_KNOWN = {"method", "platform", "seed", "rows", "pool", "selection", "lineage", "feedback", "augmentation",
+          "teacher"}
+
+
+class HeapaConfigError(ValueError):
+    """A bad value in the ``heapa:`` block; the message names the key."""
+
+
+@dataclass
+class FeedbackSettings:
+    acc_field: str = "acc"
+    pass_threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.pass_threshold) < 1.0:
+            raise HeapaConfigError(f"heapa.feedback.pass_threshold must be in [0, 1), got {self.pass_threshold}")
+
+
+@dataclass
+class HeapaSettings:
+    """Everything the recipe reads from ``heapa:`` (augmentation/teacher are parsed by their own module)."""
+
+    method: str
+    platform: str
+    seed: int
+    rows: RowFormat
+    pool: PoolConfig
+    selection_name: str
+    selection_kwargs: dict[str, Any]
+    lineage: LineageConfig
+    feedback: FeedbackSettings
+    augmentation: dict[str, Any] = field(default_factory=dict)
+    teacher: dict[str, Any] = field(default_factory=dict)
+
+
+def _section(block: Mapping[str, Any], key: str, build):
+    try:
+        return build(dict(block.get(key) or {}))
+    except (TypeError, ValueError) as exc:
+        raise HeapaConfigError(f"heapa.{key}: {exc}") from exc
+
+
+def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
+    """Validate a plain-dict ``heapa`` block (``OmegaConf.to_container(cfg.heapa, resolve=True)``)."""
+    unknown = set(block) - _KNOWN
+    if unknown:
+        raise HeapaConfigError(f"heapa: unknown keys {sorted(unknown)}; known: {sorted(_KNOWN)}")
+    platform = str(block.get("platform", "gpu"))
+    if platform not in PLATFORMS:
+        raise HeapaConfigError(f"heapa.platform must be one of {PLATFORMS}, got {platform!r}")
+    selection = dict(block.get("selection") or {})
+    name = str(selection.get("name", "boundary"))
+    if name not in available_strategies():
+        raise HeapaConfigError(f"heapa.selection.name={name!r} is unknown; choose one of {available_strategies()}")
+    kwargs = dict(selection.get("kwargs") or {})
+    try:
+        get_strategy_class(name)(**{k: v for k, v in kwargs.items()})
+    except (TypeError, ValueError) as exc:
+        raise HeapaConfigError(f"heapa.selection.kwargs for {name!r}: {exc}") from exc
+    return HeapaSettings(
+        method=str(block.get("method", "custom")),
+        platform=platform,
+        seed=int(block.get("seed", 0)),
+        rows=_section(block, "rows", RowFormat.from_dict),
+        pool=_section(block, "pool", PoolConfig.from_dict),
+        selection_name=name,
+        selection_kwargs=kwargs,
+        lineage=_section(block, "lineage", lambda d: LineageConfig(**d)),
+        feedback=_section(block, "feedback", lambda d: FeedbackSettings(**d)),
+        augmentation=dict(block.get("augmentation") or {}),
+        teacher=dict(block.get("teacher") or {}),
+    )

@@ -1,0 +1,77 @@
+"""Reading per-trajectory correctness out of verl's TransferQueue, keyed by record id.
+
+Trained groups are read from the step's batch keys; groups that verl evicts before training (DAPO's
+filter_groups drops all-right/all-wrong groups, failed rollouts) are read by a replay-buffer subclass just
+before it clears them, so every rolled-out prompt feeds its pass rate back to the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import transfer_queue as tq
+
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl_ext.adapters.feedback import group_outcomes
+
+logger = logging.getLogger(__name__)
+Outcomes = dict[int, tuple[int, int]]
+
+
+def _acc_of(extra: Any, acc_field: str) -> Any:
+    data = getattr(extra, "data", extra)
+    info = data.get("reward_extra_info", {}) if isinstance(data, dict) else {}
+    return info.get(acc_field)
+
+
+def read_outcomes(keys: Iterable[str], partition_id: str, acc_field: str = "acc",
+                  threshold: float = 0.5) -> Outcomes:
+    """{record id: (passes, n)} for trajectory ``keys`` (trajectories without ``acc`` are reported, not guessed)."""
+    keys = [k for k in keys if k.count("_") >= 2]  # trajectories are {uid}_{session}_{i}; prompts are bare uids
+    if not keys:
+        return {}
+    data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["index", "extra_fields"])
+    index = list(data["index"])
+    accs = [_acc_of(extra, acc_field) for extra in data["extra_fields"]]
+    missing = sum(a is None for a in accs)
+    if missing:
+        raise KeyError(
+            f"{missing} of {len(accs)} trajectories have no reward_extra_info[{acc_field!r}]: use the 'heapa' "
+            "reward manager (reward.reward_manager.name=heapa) or a reward function that returns it"
+        )
+    return group_outcomes(index, accs, threshold=threshold)
+
+
+def merge_outcomes(*parts: Outcomes) -> Outcomes:
+    merged: Outcomes = {}
+    for part in parts:
+        for rid, (passes, n) in part.items():
+            p0, n0 = merged.get(rid, (0, 0))
+            merged[rid] = (p0 + passes, n0 + n)
+    return merged
+
+
+class FeedbackReplayBuffer(ReplayBuffer):
+    """verl's sync replay buffer that reports the outcomes of groups it evicts before clearing them."""
+
+    on_evicted: Callable[[Outcomes], None] | None = None
+    acc_field: str = "acc"
+    threshold: float = 0.5
+
+    def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
+        if partition_id == "train" and uids and self.on_evicted is not None:
+            keys = [k for k in self.partitions[partition_id] if k.split("_")[0] in uids and k.count("_") >= 2]
+            finished = [k for k in keys if k.split("_")[0] in self.finished_keys[partition_id]]
+            if finished:
+                try:
+                    outcomes = read_outcomes(finished, partition_id, self.acc_field, self.threshold)
+                except KeyError:
+                    # Failed or partial trajectories carry no reward: they teach the pool nothing.
+                    logger.warning("evicted groups without %r; %d trajectories not fed back", self.acc_field,
+                                   len(finished))
+                    outcomes = {}
+                if outcomes:
+                    self.on_evicted(outcomes)
+        super()._clear_groups(partition_id, uids)

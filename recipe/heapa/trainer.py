@@ -1,0 +1,168 @@
+"""The HeaPA trainer: verl's synchronous V1 PPO trainer with the prompt pool in charge of what is trained.
+
+One step, as data flows (the PPO update itself is verl's, unchanged):
+
+1. **select**   the strategy picks ``train_batch_size`` record ids (boundary sampling for HeaPA); the batch
+                sampler hands them to the dataloader; rows carry ``extra_info.index = record id``.
+2. **rollout + reward**  verl's agent loop and the ``heapa`` reward manager (``acc`` per trajectory).
+3. **feedback** per-trajectory ``acc`` read from TransferQueue *by record id* (trained groups and groups verl
+                evicted, e.g. DAPO-filtered ones) updates each record's estimator; trained records are archived.
+4. **refresh / reinsert**  lineage re-estimation on its cadence; controlled reinsertion when the pool runs short.
+5. **log**      ``pool/*``, ``select/*``, ``feedback/*``, ``lineage/*`` scalars to verl's tracker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+from omegaconf import OmegaConf, open_dict
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from verl.trainer.ppo.utils import create_rl_dataset
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils.dataset.rl_dataset import collate_fn
+from verl.utils.debug import marked_timer
+from verl_ext.adapters.dataset import PoolDataset
+from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
+from verl_ext.pool.refresh import LineageRefresher
+from verl_ext.selection import build_strategy
+
+from .settings import parse_settings
+from .tq_feedback import FeedbackReplayBuffer, Outcomes, merge_outcomes, read_outcomes
+
+logger = logging.getLogger(__name__)
+STATE_FILE = "heapa_state.json"
+STATE_VERSION = 1
+
+
+class HeapaTrainer(PPOTrainerSync):
+    """``PPOTrainerSync`` whose training prompts come from a ``QueryPool`` through a selection strategy."""
+
+    def __init__(self, config):
+        self.heapa = parse_settings(OmegaConf.to_container(config.heapa, resolve=True))
+        self._evicted_outcomes: Outcomes = {}
+        self.lineage: LineageRefresher | None = None
+        super().__init__(config)
+
+    # ------------------------------------------------------------------------------------------- building
+    def _build_replay_buffer(self):
+        buffer = super()._build_replay_buffer()
+        if type(buffer).__name__ == "ReplayBuffer":  # the sync buffer: add the eviction report, same state
+            buffer.__class__ = FeedbackReplayBuffer
+            buffer.on_evicted = self._collect_evicted
+            buffer.acc_field = self.heapa.feedback.acc_field
+            buffer.threshold = self.heapa.feedback.pass_threshold
+        return buffer
+
+    def _gen_batch_size(self) -> int:
+        filter_groups = self.config.algorithm.get("filter_groups", None)
+        dapo = bool(filter_groups is not None and filter_groups.get("enable", False))
+        refill = bool(self.config.trainer.v1.sampler.get("sync_refill_failed_groups", False))
+        if dapo or refill or self.trainer_mode != "sync":
+            with open_dict(self.config):
+                self.config.data.gen_batch_size = 1  # verl refills one prompt at a time (as its own loader)
+        return int(self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size)
+
+    def _init_dataloader(self):
+        data = self.config.data
+        h = self.heapa
+        self.train_dataset = PoolDataset.from_config(
+            data.train_files, self.tokenizer, pool_config=h.pool, row_format=h.rows, seed=h.seed,
+            max_samples=data.get("train_max_samples", -1), data_config=data,
+        )
+        self.val_dataset = create_rl_dataset(data.val_files, data, self.tokenizer, self.processor, is_train=False,
+                                             max_samples=data.get("val_max_samples", -1))
+        strategy = build_strategy(h.selection_name, **h.selection_kwargs)
+        self.batch_sampler = PoolBatchSampler(self.train_dataset, strategy, data.train_batch_size,
+                                              self._gen_batch_size())
+        self.train_dataloader = make_train_dataloader(self.train_dataset, self.batch_sampler)
+        self.train_dataloader_it = None
+        self.val_dataloader = StatefulDataLoader(
+            dataset=self.val_dataset, batch_size=data.val_batch_size or len(self.val_dataset), num_workers=0,
+            shuffle=data.get("validation_shuffle", True), drop_last=False, collate_fn=collate_fn,
+        )
+        if h.lineage.enabled:
+            self.lineage = LineageRefresher(self.train_dataset.pool, h.lineage)
+        self._set_training_horizon(len(self.train_dataset))
+        logger.info("heapa: pool of %d seeds, strategy %s, %d steps", len(self.train_dataset), h.selection_name,
+                    self.total_training_steps)
+
+    def _set_training_horizon(self, num_seeds: int) -> None:
+        """verl derives steps from a fixed dataset; a growing pool needs the horizon fixed up front."""
+        batch = self.config.data.train_batch_size
+        self.steps_per_epoch = max(1, num_seeds // batch)
+        total = self.config.trainer.total_training_steps or self.steps_per_epoch * self.config.trainer.total_epochs
+        self.total_training_steps = int(total)
+        with open_dict(self.config):
+            self.config.actor_rollout_ref.actor.optim.total_training_steps = self.total_training_steps
+            if OmegaConf.select(self.config, "critic.optim"):
+                self.config.critic.optim.total_training_steps = self.total_training_steps
+
+    # ------------------------------------------------------------------------------------------- the step
+    def _collect_evicted(self, outcomes: Outcomes) -> None:
+        self._evicted_outcomes = merge_outcomes(self._evicted_outcomes, outcomes)
+
+    def step(self, metrics: dict, timing_raw: dict):
+        sampler = self.batch_sampler
+        sampler.set_step(self.global_steps)
+        sampler.select_seconds = 0.0
+        batch = super().step(metrics, timing_raw)  # select (lazily, in the loader) -> rollout -> reward -> update
+        timing_raw["heapa_select"] = sampler.select_seconds
+        with marked_timer("heapa_feedback", timing_raw):
+            fb = self.heapa.feedback
+            trained = read_outcomes(batch.keys, batch.partition_id, fb.acc_field, fb.pass_threshold)
+            outcomes = merge_outcomes(trained, self._evicted_outcomes)
+            self._evicted_outcomes = {}
+            summary = sampler.on_feedback(outcomes, self.global_steps)
+            sampler.release_unused()  # handed out but never rolled out (e.g. DAPO surplus): back to the pool
+        with marked_timer("heapa_refresh", timing_raw):
+            if self.lineage is not None:
+                metrics.update(self.lineage.step(self.global_steps))
+        metrics.update(self.train_dataset.pool.metrics())
+        metrics.update(sampler.metrics())
+        metrics.update(summary.metrics())
+        metrics["feedback/evicted_groups_fed_back"] = float(len(outcomes) - len(trained))
+        metrics["heapa/overhead_s"] = (timing_raw["heapa_select"] + timing_raw["heapa_feedback"]
+                                       + timing_raw["heapa_refresh"])
+        return batch
+
+    # ------------------------------------------------------------------------------------------- checkpoints
+    def _step_folder(self) -> str:
+        folder = self.config.trainer.default_local_dir
+        if not os.path.isabs(folder):
+            folder = os.path.join(os.getcwd(), folder)
+        return os.path.join(folder, f"global_step_{self.global_steps}")
+
+    def _save_checkpoint(self):
+        # The pool and sampler travel in verl's data.pt (the dataloader's state); the rest is written here,
+        # before verl marks the step as the latest checkpoint.
+        folder = self._step_folder()
+        os.makedirs(folder, exist_ok=True)
+        state = {"schema_version": STATE_VERSION, "lineage": self.lineage.state_dict() if self.lineage else None,
+                 "saved_at": time.time()}
+        tmp = os.path.join(folder, STATE_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state, f)
+        os.replace(tmp, os.path.join(folder, STATE_FILE))
+        super()._save_checkpoint()
+
+    def _load_checkpoint(self):
+        super()._load_checkpoint()
+        if self.global_steps == 0:
+            return
+        # torchdata restores the dataset/sampler only when an iterator is created: do it before anything reads
+        # the pool, so the restored pool is the one every later stage sees.
+        self.train_dataloader_it = iter(self.train_dataloader)
+        path = os.path.join(self._step_folder(), STATE_FILE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} is missing: the checkpoint was not written by the heapa recipe")
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+        if state.get("schema_version") != STATE_VERSION:
+            raise ValueError(f"{path}: schema_version {state.get('schema_version')} != {STATE_VERSION}")
+        if self.lineage is not None and state.get("lineage") is not None:
+            self.lineage.load_state_dict(state["lineage"])
+        logger.info("heapa: resumed pool of %d records at step %d", len(self.train_dataset), self.global_steps)
