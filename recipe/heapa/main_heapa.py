@@ -51,6 +51,8 @@ class HeapaTaskRunner:
             succeeded = True
         finally:
             try:
+                if trainer is not None and getattr(trainer, "augment", None) is not None:
+                    trainer.augment.close()  # stop teacher workers; pending work was saved with the checkpoint
                 tracking = getattr(trainer, "logger", None)
                 if tracking is not None:
                     tracking.finish(exit_code=0 if succeeded else 1)

@@ -9,13 +9,16 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from verl_ext.adapters.rows import RowFormat
+from verl_ext.augment import AugmentConfig, TeacherConfig
 from verl_ext.pool import PoolConfig
 from verl_ext.pool.lineage import LineageConfig
 from verl_ext.selection import available_strategies, get_strategy_class
 
+from .augmentation import parse_augment_config
+
 PLATFORMS = ("gpu", "cpu")
 _KNOWN = {"method", "platform", "seed", "rows", "pool", "selection", "lineage", "feedback", "augmentation",
-          "teacher"}
+          "teacher", "trace_file"}
 
 
 class HeapaConfigError(ValueError):
@@ -34,7 +37,7 @@ class FeedbackSettings:
 
 @dataclass
 class HeapaSettings:
-    """Everything the recipe reads from ``heapa:`` (augmentation/teacher are parsed by their own module)."""
+    """Everything the recipe reads from ``heapa:``, as the components' validated config objects."""
 
     method: str
     platform: str
@@ -45,8 +48,9 @@ class HeapaSettings:
     selection_kwargs: dict[str, Any]
     lineage: LineageConfig
     feedback: FeedbackSettings
-    augmentation: dict[str, Any] = field(default_factory=dict)
-    teacher: dict[str, Any] = field(default_factory=dict)
+    augmentation: AugmentConfig = field(default_factory=AugmentConfig)
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    trace_file: str | None = None
 
 
 def _section(block: Mapping[str, Any], key: str, build):
@@ -83,6 +87,7 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
         selection_kwargs=kwargs,
         lineage=_section(block, "lineage", lambda d: LineageConfig(**d)),
         feedback=_section(block, "feedback", lambda d: FeedbackSettings(**d)),
-        augmentation=dict(block.get("augmentation") or {}),
-        teacher=dict(block.get("teacher") or {}),
+        augmentation=_section(block, "augmentation", parse_augment_config),
+        teacher=_section(block, "teacher", TeacherConfig.from_dict),
+        trace_file=block.get("trace_file") or None,
     )

@@ -13,6 +13,7 @@ One step, as data flows (the PPO update itself is verl's, unchanged):
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
 from verl_ext.pool.refresh import LineageRefresher
 from verl_ext.selection import build_strategy
 
+from .augmentation import AugmentationStage
 from .settings import parse_settings
 from .tq_feedback import FeedbackReplayBuffer, Outcomes, merge_outcomes, read_outcomes
 
@@ -45,6 +47,8 @@ class HeapaTrainer(PPOTrainerSync):
         self.heapa = parse_settings(OmegaConf.to_container(config.heapa, resolve=True))
         self._evicted_outcomes: Outcomes = {}
         self.lineage: LineageRefresher | None = None
+        self.augment: AugmentationStage | None = None
+        self._last_pass_rates: dict[int, float] = {}
         super().__init__(config)
 
     # ------------------------------------------------------------------------------------------- building
@@ -86,7 +90,15 @@ class HeapaTrainer(PPOTrainerSync):
         )
         if h.lineage.enabled:
             self.lineage = LineageRefresher(self.train_dataset.pool, h.lineage)
+        if h.augmentation.enabled:
+            self.augment = AugmentationStage(h.augmentation, h.teacher, self.tokenizer, self.train_dataset.pool,
+                                             self.lineage, seed=h.seed, instruction_suffix=h.rows.instruction_suffix,
+                                             suffix_separator=h.rows.suffix_separator)
         self._set_training_horizon(len(self.train_dataset))
+        # A large pool is millions of long-lived objects: freezing them keeps Python's full GC passes (0.6 s at
+        # 10^6 records, docs/pool.md) off the per-step path.
+        gc.collect()
+        gc.freeze()
         logger.info("heapa: pool of %d seeds, strategy %s, %d steps", len(self.train_dataset), h.selection_name,
                     self.total_training_steps)
 
@@ -109,6 +121,9 @@ class HeapaTrainer(PPOTrainerSync):
         sampler = self.batch_sampler
         sampler.set_step(self.global_steps)
         sampler.select_seconds = 0.0
+        if self.augment is not None:  # servers are awake now: the policy writes new problems during the rollout
+            with marked_timer("heapa_augment_fire", timing_raw):
+                self.augment.fire(self._last_pass_rates, self.get_llm_client())
         batch = super().step(metrics, timing_raw)  # select (lazily, in the loader) -> rollout -> reward -> update
         timing_raw["heapa_select"] = sampler.select_seconds
         with marked_timer("heapa_feedback", timing_raw):
@@ -118,6 +133,12 @@ class HeapaTrainer(PPOTrainerSync):
             self._evicted_outcomes = {}
             summary = sampler.on_feedback(outcomes, self.global_steps)
             sampler.release_unused()  # handed out but never rolled out (e.g. DAPO surplus): back to the pool
+            self._last_pass_rates = {int(k): float(v) for k, v in summary.pass_rates.items()}
+        children: list[int] = []
+        with marked_timer("heapa_integrate", timing_raw):
+            if self.augment is not None:
+                children = self.augment.integrate(self.global_steps)
+                metrics.update(self.augment.metrics())
         with marked_timer("heapa_refresh", timing_raw):
             if self.lineage is not None:
                 metrics.update(self.lineage.step(self.global_steps))
@@ -125,9 +146,26 @@ class HeapaTrainer(PPOTrainerSync):
         metrics.update(sampler.metrics())
         metrics.update(summary.metrics())
         metrics["feedback/evicted_groups_fed_back"] = float(len(outcomes) - len(trained))
-        metrics["heapa/overhead_s"] = (timing_raw["heapa_select"] + timing_raw["heapa_feedback"]
-                                       + timing_raw["heapa_refresh"])
+        pool_s = timing_raw["heapa_select"] + timing_raw["heapa_feedback"] + timing_raw["heapa_refresh"]
+        aug_s = (timing_raw.get("heapa_augment_fire", 0.0) + timing_raw.get("heapa_augment_collect", 0.0)
+                 + timing_raw["heapa_integrate"])
+        self._trace(sorted(outcomes), children)
+        metrics["heapa/pool_overhead_s"] = pool_s
+        metrics["heapa/augment_overhead_s"] = aug_s
         return batch
+
+    def _trace(self, trained: list[int], children: list[int]) -> None:
+        if not self.heapa.trace_file:
+            return
+        with open(self.heapa.trace_file, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": self.global_steps, "trained": trained, "children": children}) + "\n")
+
+    def on_sample_end(self):
+        # The rollout is done and verl is about to put the servers to sleep: join the augmentation requests first.
+        if self.augment is not None:
+            with marked_timer("heapa_augment_collect", self.timing_raw):
+                self.augment.collect()
+        super().on_sample_end()
 
     # ------------------------------------------------------------------------------------------- checkpoints
     def _step_folder(self) -> str:
@@ -142,7 +180,8 @@ class HeapaTrainer(PPOTrainerSync):
         folder = self._step_folder()
         os.makedirs(folder, exist_ok=True)
         state = {"schema_version": STATE_VERSION, "lineage": self.lineage.state_dict() if self.lineage else None,
-                 "saved_at": time.time()}
+                 "augment": self.augment.state_dict() if self.augment else None,
+                 "last_pass_rates": {str(k): v for k, v in self._last_pass_rates.items()}, "saved_at": time.time()}
         tmp = os.path.join(folder, STATE_FILE + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(state, f)
@@ -165,4 +204,7 @@ class HeapaTrainer(PPOTrainerSync):
             raise ValueError(f"{path}: schema_version {state.get('schema_version')} != {STATE_VERSION}")
         if self.lineage is not None and state.get("lineage") is not None:
             self.lineage.load_state_dict(state["lineage"])
+        if self.augment is not None and state.get("augment") is not None:
+            self.augment.load_state_dict(state["augment"])  # queued/in-flight teacher work is re-queued
+        self._last_pass_rates = {int(k): float(v) for k, v in state.get("last_pass_rates", {}).items()}
         logger.info("heapa: resumed pool of %d records at step %d", len(self.train_dataset), self.global_steps)

@@ -174,7 +174,7 @@ def warm_start(cfg: AssetConfig, model, tokenizer) -> dict:
         sched.step()
         losses.append(loss.item())
         if step % 100 == 0:
-            logger.info("warm start step %d/%d loss %.3f", step, cfg.warm_steps, loss)
+            logger.info("warm start step %d/%d loss %.3f", step, cfg.warm_steps, losses[-1])
     model.eval()
     return {"first_loss": losses[0], "last_loss": sum(losses[-20:]) / min(20, len(losses))}
 

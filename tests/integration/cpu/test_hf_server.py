@@ -1,0 +1,67 @@
+"""The hf rollout server, called directly (no Ray): caps, stop strings, log-probs and weight pushes are real."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from verl_ext.augment.protocol import TAG_END, build_messages
+from verl_ext.cpu.assets import CPU_AUGMENT_PROMPT
+from verl_ext.cpu.hf_server import HFServer
+
+
+@pytest.fixture(scope="module")
+def server(tiny_assets):
+    return HFServer(str(tiny_assets / "model"), response_length=48, max_model_len=256, seed=0)
+
+
+def _gen(server, ids, **params):
+    params.setdefault("temperature", 0.0)
+    return asyncio.run(server.generate("t", prompt_ids=ids, sampling_params=params))
+
+
+def _augment_prompt(server, problem="What is 3 + 4?"):
+    messages = build_messages(problem, CPU_AUGMENT_PROMPT)
+    return server.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)["input_ids"]
+
+
+def test_max_tokens_cap_applies(server):
+    ids = _augment_prompt(server)
+    assert len(_gen(server, ids, max_tokens=3).token_ids) == 3
+    assert len(_gen(server, ids, max_new_tokens=5).token_ids) == 5
+
+
+def test_stop_string_ends_generation(server):
+    ids = _augment_prompt(server)
+    free = server.tokenizer.decode(_gen(server, ids).token_ids)
+    stopped = server.tokenizer.decode(_gen(server, ids, stop=[TAG_END]).token_ids)
+    assert TAG_END in free, f"the warm-started model should write the tagged format, got {free!r}"
+    assert stopped.rstrip().endswith(TAG_END) and len(stopped) <= len(free)
+    stopped_early = server.tokenizer.decode(_gen(server, ids, stop=["<DIFFICULTY>"]).token_ids)
+    assert "<DIFFICULTY>" in stopped_early and TAG_END not in stopped_early
+
+
+def test_logprobs_match_a_plain_forward(server):
+    ids = _augment_prompt(server)
+    out = _gen(server, ids, temperature=1.0, logprobs=True, max_tokens=8)
+    assert out.log_probs is not None and len(out.log_probs) == len(out.token_ids)
+    with torch.no_grad():
+        logits = server.model(torch.tensor([ids + out.token_ids])).logits[0]
+    ref = torch.log_softmax(logits.float(), -1)
+    for i, tok in enumerate(out.token_ids):
+        assert abs(out.log_probs[i] - float(ref[len(ids) - 1 + i, tok])) < 1e-4
+
+
+def test_weight_push_changes_generation_and_rejects_foreign_names(server):
+    state = {k: v.clone() for k, v in server.model.state_dict().items()}
+    try:
+        zeroed = {k: torch.zeros_like(v) for k, v in state.items()}
+        assert asyncio.run(server.load_weights(zeroed, global_steps=7)) == len(state)
+        assert server.global_steps == 7
+        assert all(float(p.detach().abs().sum()) == 0.0 for p in server.model.parameters())
+        with pytest.raises(RuntimeError, match="matched none"):
+            asyncio.run(server.load_weights({"not.a.weight": torch.zeros(1)}))
+    finally:
+        asyncio.run(server.load_weights(state))
