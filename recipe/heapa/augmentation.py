@@ -95,7 +95,7 @@ class AugmentationStage:
             text = self._problem_text(self.pool.get(pid).prompt)
             messages = build_messages(text, self.spec)
             ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
+            ids = list(ids if isinstance(ids, list) else ids["input_ids"])  # transformers 5 returns a BatchEncoding
             for _ in range(self.cfg.num_per_prompt):
                 jobs.append((pid, text))
                 prompts.append(ids)

@@ -195,7 +195,10 @@ class HeapaTrainer(PPOTrainerSync):
         # torchdata restores the dataset/sampler only when an iterator is created: do it before anything reads
         # the pool, so the restored pool is the one every later stage sees.
         self.train_dataloader_it = iter(self.train_dataloader)
-        path = os.path.join(self._step_folder(), STATE_FILE)
+        folder = self._step_folder()
+        if self.config.trainer.resume_mode == "resume_path":  # the folder verl just loaded the actor from
+            folder = os.path.abspath(self.config.trainer.resume_from_path)
+        path = os.path.join(folder, STATE_FILE)
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path} is missing: the checkpoint was not written by the heapa recipe")
         with open(path, encoding="utf-8") as f:

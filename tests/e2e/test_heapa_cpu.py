@@ -1,0 +1,125 @@
+"""The HeaPA recipe (``python -m recipe.heapa.main_heapa``) through verl's real trainer on the CPU backend.
+
+heapa_grpo, run A: 3 steps on 16 seeds (batch 8), checkpoint at step 2, augmentation with the programmatic teacher.
+  - steps 1-2 drain the cold queue into the archive; step 3 samples scored records at the heap boundary (the
+    children, or the archive reinserted when the pool runs short): the pool's statistics really move;
+  - the tiny policy writes children that the teacher accepts; the pool inserts them with a lineage edge and
+    samples them at the next step.
+heapa_grpo, run B: resumes A's ``global_step_2`` checkpoint and trains step 3: it must train exactly the record
+  ids A trained at step 3 (the pool, its RNG and the sampler were restored, not rebuilt).
+heapa_dapo: 3 steps with DAPO's group filtering; every rolled-out prompt is fed back (filtered groups included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+RUN_TIMEOUT_S = float(os.environ.get("VERL_EXT_E2E_TIMEOUT", "600"))
+
+
+def recipe_overrides(assets: Path, out: Path, method: str, *, steps: int, resume_from: Path | None = None,
+                     seeds: int = 16):
+    return [
+        f"method={method}", "platform=cpu",
+        "+ray_kwargs.ray_init.address=local",
+        f"data.train_files={assets / 'data' / 'train.parquet'}",
+        f"data.val_files={assets / 'data' / 'val.parquet'}",
+        f"data.train_max_samples={seeds}", "data.shuffle=False",
+        "data.train_batch_size=8", "data.val_batch_size=32", "data.val_max_samples=32",
+        "data.max_prompt_length=64", "data.max_response_length=16",
+        f"actor_rollout_ref.model.path={assets / 'model'}",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32",
+        "reward.reward_kwargs.overlong_buffer.len=4",
+        "heapa.augmentation.prompt_preset=tiny", "heapa.teacher.backend=programmatic",
+        "heapa.augmentation.max_new_tokens=24", "heapa.augmentation.num_parents=8",
+        "heapa.augmentation.band_high=1.0", "heapa.augmentation.num_per_prompt=2",
+        f"heapa.trace_file={out / 'trace.jsonl'}",
+        "trainer.logger=[console,file]", "trainer.project_name=heapa_e2e", f"trainer.experiment_name={method}",
+        f"trainer.total_training_steps={steps}", "trainer.save_freq=2", "trainer.test_freq=-1",
+        "trainer.val_before_train=False", f"trainer.default_local_dir={out / 'ckpt'}",
+        *(["trainer.resume_mode=resume_path", f"trainer.resume_from_path={resume_from}"] if resume_from
+          else ["trainer.resume_mode=disable"]),
+    ]
+
+
+def _run(e2e_runner, repo_root, out: Path, overrides: list[str]):
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "recipe.heapa.main_heapa", *overrides]
+    env = e2e_runner.trainer_env(out / "metrics.jsonl")
+    res = e2e_runner.run_logged(cmd, env=env, log_path=out / "run.log", timeout_s=RUN_TIMEOUT_S, cwd=repo_root)
+    assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{e2e_runner.tail(out / 'run.log')}"
+    print(f"{out.name}: {res.summary()}")
+    return e2e_runner.read_metrics(out / "metrics.jsonl"), _trace(out / "trace.jsonl")
+
+
+def _trace(path: Path) -> dict[int, dict]:
+    return {row["step"]: row for row in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
+@pytest.fixture(scope="module")
+def grpo_runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
+    base = tmp_path_factory.mktemp("heapa_grpo")
+    a = _run(e2e_runner, repo_root, base / "a", recipe_overrides(tiny_assets, base / "a", "heapa_grpo", steps=3))
+    ckpt = base / "a" / "ckpt" / "global_step_2"
+    assert (ckpt / "data.pt").exists() and (ckpt / "heapa_state.json").exists()
+    resume_copy = base / "b_ckpt" / "global_step_2"
+    shutil.copytree(ckpt, resume_copy)
+    b = _run(e2e_runner, repo_root, base / "b",
+             recipe_overrides(tiny_assets, base / "b", "heapa_grpo", steps=3, resume_from=resume_copy))
+    return a, b
+
+
+def test_pool_statistics_move_through_cold_archive_and_boundary(grpo_runs):
+    (metrics, trace), _ = grpo_runs
+    assert set(metrics) == {1, 2, 3}
+    assert metrics[1]["select/frac_cold"] == 1.0 and metrics[2]["select/frac_cold"] == 1.0
+    assert metrics[2]["pool/size_cold"] == 0.0  # the 16 seeds have all been trained once
+    assert metrics[2]["pool/size_archive"] >= 16  # trained records wait in the archive
+    # step 3 draws scored records at the heap boundary (children, or the archive reinserted when short)
+    assert metrics[2]["pool/size_hard"] + metrics[2]["pool/size_easy"] + metrics[3]["pool/reinserted"] > 0
+    assert metrics[3]["select/frac_cold"] < 1.0
+    assert all(metrics[s]["feedback/n_records"] == 8 for s in (1, 2))
+    assert metrics[1]["feedback/n_rollouts"] == 32
+    assert all(metrics[s]["actor/grad_norm"] > 0 for s in (1, 2, 3))
+    assert sorted(set(trace[1]["trained"]) | set(trace[2]["trained"])) == list(range(16))
+
+
+def test_augmented_children_enter_the_pool_with_lineage(grpo_runs):
+    (metrics, trace), _ = grpo_runs
+    assert metrics[2]["augment/fired"] > 0 and metrics[2]["augment/generated"] > 0
+    children = [c for s in sorted(trace) for c in trace[s]["children"]]
+    assert children, f"no child accepted; augment metrics at step 3: " \
+                     f"{ {k: v for k, v in metrics[3].items() if k.startswith(('augment/', 'teacher/'))} }"
+    assert all(c >= 16 for c in children)  # new record ids, after the 16 seeds
+    assert metrics[3]["pool/added_child"] == len(children)
+    assert metrics[3]["lineage/edges"] >= 1
+    early = set(trace[1]["children"]) | set(trace[2]["children"])
+    assert early & set(trace[3]["trained"]), "children written at steps 1-2 should be sampled at step 3"
+
+
+def test_resume_trains_the_same_next_batch(grpo_runs):
+    (_, trace_a), (metrics_b, trace_b) = grpo_runs
+    assert set(metrics_b) == {3}, "the resumed run must continue at step 3, not repeat steps 1-2"
+    assert trace_b[3]["trained"] == trace_a[3]["trained"]
+
+
+def test_heapa_dapo_feeds_back_every_rolled_out_prompt(tiny_assets, repo_root, e2e_runner, tmp_path):
+    metrics, trace = _run(e2e_runner, repo_root, tmp_path / "dapo",
+                          recipe_overrides(tiny_assets, tmp_path / "dapo", "heapa_dapo", steps=3, seeds=64))
+    assert set(metrics) == {1, 2, 3}
+    total_fed = sum(metrics[s]["feedback/n_records"] for s in metrics)
+    filtered = sum(metrics[s].get("feedback/evicted_groups_fed_back", 0) for s in metrics)
+    assert total_fed >= 24  # at least one batch of 8 trained per step
+    assert filtered > 0, "DAPO filtered no group in 3 steps: the tiny model should solve some prompts fully"
+    assert metrics[3]["pool/fed_back"] == total_fed
