@@ -95,11 +95,13 @@ class PoolBatchSampler(Sampler[list[int]]):
         chunk: list[int] = []
         while len(chunk) < self.gen_batch_size:
             if not self._buffer:
+                selected = False
                 try:
                     self._select()
-                except Exception:
-                    self._buffer.extendleft(reversed(chunk))  # keep ids already taken: they are in flight
-                    raise
+                    selected = True
+                finally:
+                    if not selected:  # keep ids already taken (they are in flight); the error propagates
+                        self._buffer.extendleft(reversed(chunk))
             while self._buffer and len(chunk) < self.gen_batch_size:
                 chunk.append(self._buffer.popleft())
         self._outstanding.update(dict.fromkeys(chunk))

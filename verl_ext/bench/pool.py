@@ -133,12 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.json:
         for n in sizes:
-            print(json.dumps(run_size(n, args.batch, args.steps)))
+            sys.stdout.write(json.dumps(run_size(n, args.batch, args.steps)) + "\n")
         return 0
     rows = [_run_isolated(n, args) for n in sizes]
-    print(f"QueryPool benchmark: batch {args.batch}, {args.steps} steps, {os.cpu_count()} CPUs, "
-          f"Python {sys.version.split()[0]}")
-    print(format_table(rows))
+    sys.stdout.write(f"QueryPool benchmark: batch {args.batch}, {args.steps} steps, {os.cpu_count()} CPUs, "
+                     f"Python {sys.version.split()[0]}\n")
+    sys.stdout.write(format_table(rows) + "\n")
     return 0
 
 
