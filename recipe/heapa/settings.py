@@ -18,7 +18,7 @@ from .augmentation import parse_augment_config
 
 PLATFORMS = ("gpu", "cpu")
 _KNOWN = {"method", "platform", "seed", "rows", "pool", "selection", "lineage", "feedback", "augmentation",
-          "teacher", "trace_file"}
+          "teacher", "trace_file", "poll_interval_s"}
 
 
 class HeapaConfigError(ValueError):
@@ -51,6 +51,7 @@ class HeapaSettings:
     augmentation: AugmentConfig = field(default_factory=AugmentConfig)
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
     trace_file: str | None = None
+    poll_interval_s: float | None = None
 
 
 def _section(block: Mapping[str, Any], key: str, build):
@@ -58,6 +59,14 @@ def _section(block: Mapping[str, Any], key: str, build):
         return build(dict(block.get(key) or {}))
     except (TypeError, ValueError) as exc:
         raise HeapaConfigError(f"heapa.{key}: {exc}") from exc
+
+
+def _poll_interval(value: Any) -> float | None:
+    if value is None:
+        return None
+    if float(value) <= 0:
+        raise HeapaConfigError(f"heapa.poll_interval_s must be > 0 (or null for verl's 2 s), got {value}")
+    return float(value)
 
 
 def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
@@ -90,4 +99,5 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
         augmentation=_section(block, "augmentation", parse_augment_config),
         teacher=_section(block, "teacher", TeacherConfig.from_dict),
         trace_file=block.get("trace_file") or None,
+        poll_interval_s=_poll_interval(block.get("poll_interval_s")),
     )

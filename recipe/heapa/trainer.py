@@ -54,6 +54,8 @@ class HeapaTrainer(PPOTrainerSync):
     # ------------------------------------------------------------------------------------------- building
     def _build_replay_buffer(self):
         buffer = super()._build_replay_buffer()
+        if self.heapa.poll_interval_s is not None and hasattr(buffer, "poll_interval"):
+            buffer.poll_interval = self.heapa.poll_interval_s  # verl polls finished rollouts every 2 s
         if type(buffer).__name__ == "ReplayBuffer":  # the sync buffer: add the eviction report, same state
             buffer.__class__ = FeedbackReplayBuffer
             buffer.on_evicted = self._collect_evicted
