@@ -206,11 +206,22 @@ def _write_parquet(rows: list[dict], path: Path) -> None:
 
 
 def build_assets(out: str | os.PathLike, cfg: AssetConfig | None = None, force: bool = False) -> Path:
-    """Build (or reuse) the assets under ``out``; returns the directory. Safe to call concurrently-once."""
+    """Build (or reuse) the assets under ``out``; returns the directory.
+
+    A file lock next to ``out`` makes concurrent callers (parallel test sessions, a launcher) wait for one build.
+    """
+    import fcntl
+
+    out = Path(out).expanduser().resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        return _build_locked(out, cfg or AssetConfig(), force)
+
+
+def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
     import torch
 
-    cfg = cfg or AssetConfig()
-    out = Path(out)
     manifest_path = out / "manifest.json"
     if not force and manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())

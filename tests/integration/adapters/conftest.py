@@ -7,11 +7,14 @@ modules cannot import each other or this file.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-MATH500 = Path("/work/shared/data/benchmarks/math500.jsonl")
+# The project's shared/ sits beside the checkout (../shared), in CI too; VERL_EXT_SHARED overrides.
+SHARED = Path(os.environ.get("VERL_EXT_SHARED") or Path(__file__).resolve().parents[3].parent / "shared")
+MATH500 = SHARED / "data" / "benchmarks" / "math500.jsonl"
 
 
 def _verl_rows(n: int, source: str = "arith", start: int = 0) -> list[dict]:

@@ -4,6 +4,7 @@ math-verify alone, bypassing the fast path); a wrong number scores 0."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 from verl_ext.reward.extract import extract_answer
 from verl_ext.reward.math_score import compute_score, math_verify_equal
 
-BENCH_DIR = Path("/work/shared/data/benchmarks")
+# The project's shared/ sits beside the checkout (../shared), in CI too; VERL_EXT_SHARED overrides.
+SHARED = Path(os.environ.get("VERL_EXT_SHARED") or Path(__file__).resolve().parents[3].parent / "shared")
+BENCH_DIR = SHARED / "data" / "benchmarks"
 FILES = ("math500", "aime24", "aime25")
 
 

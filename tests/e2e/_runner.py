@@ -1,0 +1,251 @@
+"""Helpers for the CPU end-to-end tests: run ``python -m verl.trainer.main_ppo`` under a hard timeout, sample the
+memory of its whole process tree, read verl's JSONL file logger.
+
+Not a test module and not a package (verl's wheel owns the top-level ``tests`` name): ``tests/e2e/conftest.py``
+puts this directory on ``sys.path`` and hands the module to tests as the ``e2e_runner`` fixture.
+
+Why the care with processes: ``main_ppo`` starts its own local Ray cluster (gcs, raylet, workers, actors). A Ray
+resource shortfall does not fail, it hangs; so every run gets a wall-clock limit, runs in its own session
+(``start_new_session=True``) and, on timeout or on exit, everything left in that session is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:  # ray[default] brings psutil; without it memory is not measured (the test still runs)
+    import psutil
+except ImportError:  # pragma: no cover
+    psutil = None
+
+GIB = 1024**3
+
+
+@dataclass
+class RunResult:
+    """What one trainer subprocess did."""
+
+    cmd: list[str]
+    returncode: int | None
+    timed_out: bool
+    wall_s: float
+    log_path: Path
+    peak_rss_bytes: int = 0  # max over time of the summed RSS of the session's processes (counts shared pages twice)
+    peak_pss_bytes: int = 0  # the same with PSS (shared pages split): the honest "memory the run used"
+    peak_procs: int = 0
+    stray_pids: list[str] = field(default_factory=list)  # 'pid:cmd' still alive 15 s after exit (then killed)
+
+    def summary(self) -> str:
+        rc = "timeout" if self.timed_out else f"rc={self.returncode}"
+        return (f"{rc} wall={self.wall_s:.0f}s peak_pss={self.peak_pss_bytes / GIB:.2f}GiB "
+                f"peak_rss_sum={self.peak_rss_bytes / GIB:.2f}GiB procs<={self.peak_procs} "
+                f"strays={len(self.stray_pids)}")
+
+
+def tail(path: Path, lines: int = 80) -> str:
+    """The last ``lines`` lines of a log file (what a failing test prints)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as exc:
+        return f"<no log at {path}: {exc}>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _session_procs(sid: int, root_pid: int) -> list:
+    """Processes in session ``sid`` plus any descendant of ``root_pid`` that left it (Ray may setsid)."""
+    found = {}
+    try:
+        root = psutil.Process(root_pid)
+        for proc in [root, *root.children(recursive=True)]:
+            found[proc.pid] = proc
+    except psutil.Error:
+        pass
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid not in found and os.getsid(proc.pid) == sid:
+                found[proc.pid] = proc
+        except (OSError, psutil.Error):
+            continue
+    return list(found.values())
+
+
+class _MemorySampler(threading.Thread):
+    def __init__(self, sid: int, root_pid: int, interval: float = 1.0):
+        super().__init__(daemon=True)
+        self.sid, self.root_pid, self.interval = sid, root_pid, interval
+        self.peak_rss = self.peak_pss = self.peak_procs = 0
+        self.escaped: dict[int, float] = {}  # descendants that left the session: pid -> create_time
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            rss = pss = 0
+            procs = _session_procs(self.sid, self.root_pid)
+            for proc in procs:
+                try:
+                    if _sid(proc.pid) != self.sid:
+                        self.escaped.setdefault(proc.pid, proc.create_time())
+                    info = proc.memory_full_info()
+                    rss += info.rss
+                    pss += getattr(info, "pss", info.rss)
+                except psutil.Error:
+                    continue
+            self.peak_rss = max(self.peak_rss, rss)
+            self.peak_pss = max(self.peak_pss, pss)
+            self.peak_procs = max(self.peak_procs, len(procs))
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=10)
+
+
+def _kill_escaped(escaped: Mapping[int, float]) -> list[str]:
+    """Kill descendants that moved to another session, if they are still the same processes."""
+    killed = []
+    for pid, created in escaped.items():
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == created:
+                killed.append(_describe(pid))
+                proc.kill()
+        except psutil.Error:
+            continue
+    return killed
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Live (non-zombie) processes of session ``sid``."""
+    if psutil is None:
+        return []
+    pids = []
+    for proc in psutil.process_iter():
+        try:
+            if _sid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
+                pids.append(proc.pid)
+        except psutil.Error:
+            continue
+    return pids
+
+
+def _describe(pid: int) -> str:
+    try:
+        proc = psutil.Process(pid)
+        return f"{pid}:{' '.join(proc.cmdline()[:2])[:80] or proc.name()}"
+    except psutil.Error:
+        return f"{pid}:<gone>"
+
+
+def _kill_session(sid: int, linger_s: float = 0.0, grace_s: float = 10.0) -> list[str]:
+    """Give session ``sid`` (our own process group) ``linger_s`` to exit by itself, then SIGTERM, then SIGKILL.
+
+    Returns the processes that were still alive after the linger time (Ray tears its cluster down
+    asynchronously, so a clean run may need a few seconds).
+    """
+    deadline = time.time() + linger_s
+    while _session_pids(sid) and time.time() < deadline:
+        time.sleep(0.5)
+    alive = [_describe(pid) for pid in _session_pids(sid) if pid != sid]
+    try:
+        os.killpg(sid, signal.SIGTERM)
+    except ProcessLookupError:
+        return alive
+    deadline = time.time() + grace_s
+    while time.time() < deadline and (psutil is None or _session_pids(sid)):
+        if psutil is None:
+            break
+        time.sleep(0.5)
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return alive
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+def run_logged(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Path, timeout_s: float,
+               cwd: Path | None = None) -> RunResult:
+    """Run ``cmd`` with stdout+stderr to ``log_path``; kill its whole session on timeout; measure it."""
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(list(cmd), env=dict(env), cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        sampler = _MemorySampler(proc.pid, proc.pid) if psutil else None
+        if sampler:
+            sampler.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except BaseException:  # KeyboardInterrupt, pytest-timeout: never leave a Ray cluster behind
+            _kill_session(proc.pid, grace_s=2)
+            if sampler:
+                _kill_escaped(sampler.escaped)
+            raise
+        finally:
+            wall = time.monotonic() - start
+            if sampler:
+                sampler.stop()
+        # main_ppo shuts its Ray cluster down on a clean exit; whatever is left (timeout, crash) is killed here.
+        strays = _kill_session(proc.pid, linger_s=0.0 if timed_out else 15.0)
+        if sampler:
+            strays += _kill_escaped(sampler.escaped)
+        if timed_out:
+            proc.wait(timeout=30)
+    if timed_out:
+        with open(log_path, "ab") as log:
+            log.write(f"\n[e2e runner] killed after {timeout_s:.0f}s wall-clock limit\n".encode())
+    return RunResult(
+        cmd=list(cmd), returncode=None if timed_out else proc.returncode, timed_out=timed_out, wall_s=wall,
+        log_path=log_path, peak_rss_bytes=sampler.peak_rss if sampler else 0,
+        peak_pss_bytes=sampler.peak_pss if sampler else 0, peak_procs=sampler.peak_procs if sampler else 0,
+        stray_pids=strays,
+    )
+
+
+def read_metrics(path: Path) -> dict[int, dict]:
+    """verl's ``file`` logger JSONL (``{"step": N, "data": {...}}`` per line) merged per step."""
+    steps: dict[int, dict] = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            steps.setdefault(int(row["step"]), {}).update(row["data"])
+    return steps
+
+
+def main_ppo_command(overrides: Iterable[str]) -> list[str]:
+    return [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+
+
+def trainer_env(metrics_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a CPU run: the platform switch, offline hub/wandb, the JSONL metrics file."""
+    env = dict(os.environ)
+    env.pop("RAY_ADDRESS", None)  # never attach to someone else's cluster
+    env.update({
+        "VERL_PLATFORM": "cpu",
+        "WANDB_MODE": "offline",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "VERL_FILE_LOGGER_PATH": str(metrics_path),
+        "RAY_DEDUP_LOGS": "0",
+    })
+    env.update(extra or {})
+    return env
