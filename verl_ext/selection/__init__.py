@@ -1,6 +1,8 @@
 """Prompt-selection strategies behind one interface (``Strategy``) and a name registry.
 
-Built in: ``boundary`` (HeaPA) and ``uniform`` (GRPO baseline). Pure Python + numpy.
+Built in: ``boundary`` (HeaPA), ``uniform`` (GRPO baseline), ``prioritized`` (PS), ``hive``, ``mopps``, ``greso``
+and ``oracle`` (simulator only). Strategy modules in this package register themselves on discovery, so a new
+method is a new file plus ``@register_strategy("name")``. Pure Python + numpy.
 """
 
 from verl_ext.selection.base import Strategy
