@@ -23,6 +23,7 @@ from omegaconf import OmegaConf, open_dict
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from verl.trainer.ppo.utils import create_rl_dataset
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl.utils.debug import marked_timer
@@ -56,11 +57,14 @@ class HeapaTrainer(PPOTrainerSync):
         buffer = super()._build_replay_buffer()
         if self.heapa.poll_interval_s is not None and hasattr(buffer, "poll_interval"):
             buffer.poll_interval = self.heapa.poll_interval_s  # verl polls finished rollouts every 2 s
-        if type(buffer).__name__ == "ReplayBuffer":  # the sync buffer: add the eviction report, same state
+        if type(buffer) is ReplayBuffer:  # the sync buffer: same state, plus the report of evicted groups
             buffer.__class__ = FeedbackReplayBuffer
             buffer.on_evicted = self._collect_evicted
             buffer.acc_field = self.heapa.feedback.acc_field
             buffer.threshold = self.heapa.feedback.pass_threshold
+        else:
+            logger.warning("custom replay buffer %s: groups it evicts (e.g. DAPO-filtered) are not fed back to the "
+                           "pool", type(buffer).__name__)
         return buffer
 
     def _gen_batch_size(self) -> int:
