@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from verl_ext.adapters._config import as_dict
 from verl_ext.adapters.rows import RowFormat, SeedRows, as_messages, load_rows, to_verl_row
 from verl_ext.pool import PoolConfig, QueryPool
 
@@ -41,7 +42,7 @@ class PoolDataset(Dataset):
                  pool_config: PoolConfig | Mapping[str, Any] | None = None, row_format: RowFormat | Mapping | None
                  = None, pool_seed: int | None = None) -> None:
         config = config if config is not None else {}
-        heapa = _as_dict(config.get("heapa")) or {}
+        heapa = as_dict(config.get("heapa")) or {}
         unknown = set(heapa) - {"pool", "seed", "rows"}
         if unknown:
             raise ValueError(f"unknown keys {sorted(unknown)} in data config 'heapa'; known: pool, seed, rows")
@@ -50,12 +51,12 @@ class PoolDataset(Dataset):
             logger.warning("PoolDataset serves text prompts only; the multimodal processor is ignored")
         self.max_prompt_length = int(config.get("max_prompt_length", 1024))
         self.filter_overlong_prompts = bool(config.get("filter_overlong_prompts", True))
-        self.apply_chat_template_kwargs = dict(_as_dict(config.get("apply_chat_template_kwargs")) or {})
+        self.apply_chat_template_kwargs = dict(as_dict(config.get("apply_chat_template_kwargs")) or {})
         self.pool_config = _pool_config(pool_config if pool_config is not None else heapa.get("pool"))
         seed = pool_seed if pool_seed is not None else heapa.get("seed", config.get("seed"))
         self.pool_seed = 0 if seed is None else int(seed)
         fmt = row_format if row_format is not None else heapa.get("rows")
-        self.row_format = fmt if isinstance(fmt, RowFormat) else RowFormat.from_dict(_as_dict(fmt))
+        self.row_format = fmt if isinstance(fmt, RowFormat) else RowFormat.from_dict(as_dict(fmt))
         if self.row_format.prompt_key == "prompt" and config.get("prompt_key", "prompt") != "prompt":
             self.row_format = RowFormat.from_dict({**_fields(self.row_format), "prompt_key": config["prompt_key"]})
         self.num_filtered = 0
@@ -170,7 +171,7 @@ def _pool_config(value: PoolConfig | Mapping[str, Any] | None) -> PoolConfig:
         return PoolConfig()
     if isinstance(value, PoolConfig):
         return value
-    return PoolConfig.from_dict(_as_dict(value))
+    return PoolConfig.from_dict(as_dict(value))
 
 
 def _take_max_samples(rows: SeedRows, max_samples: int | None, shuffle: bool, seed: Any) -> SeedRows:
@@ -182,20 +183,6 @@ def _take_max_samples(rows: SeedRows, max_samples: int | None, shuffle: bool, se
         rng = np.random.default_rng(*(() if seed is None else (seed,)))
         return rows.select(rng.choice(total, size=max_samples, replace=False).tolist())
     return rows.select(range(max_samples))
-
-
-def _as_dict(value: Any) -> dict | None:
-    """A plain dict from a dict / OmegaConf node / None (no omegaconf import unless needed)."""
-    if value is None or isinstance(value, dict):
-        return value
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(value, DictConfig):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf ships with verl
-        pass
-    return dict(value)
 
 
 def _as_list(files: Any) -> list:

@@ -29,6 +29,7 @@ from typing import Any
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from verl_ext.adapters._config import as_dict
 from verl_ext.reward import compute_score as math_compute_score
 from verl_ext.reward import overlong_penalty
 from verl_ext.reward.extract import DEFAULT_MAX_CHARS
@@ -101,7 +102,7 @@ class HeapaRewardManager(RewardManagerBase):
     def __init__(self, config: Any, tokenizer: Any, compute_score: Any = None, reward_router_address: Any = None,
                  reward_model_tokenizer: Any = None, **_: Any) -> None:
         super().__init__(config, tokenizer, compute_score)
-        self.settings = HeapaRewardConfig.from_kwargs(_to_dict(_get(_get(config, "reward"), "reward_kwargs")),
+        self.settings = HeapaRewardConfig.from_kwargs(as_dict(_get(_get(config, "reward"), "reward_kwargs")),
                                                       _default_response_length(config))
         custom = None if compute_score is None or _is_verl_default(compute_score) else compute_score
         self.compute_score = custom or functools.partial(
@@ -186,19 +187,6 @@ def _get(node: Any, key: str) -> Any:
         return None
     getter = getattr(node, "get", None)
     return getter(key, None) if getter is not None else getattr(node, key, None)
-
-
-def _to_dict(value: Any) -> dict | None:
-    if value is None or isinstance(value, dict):
-        return value
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(value, DictConfig):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover
-        pass
-    return dict(value)
 
 
 def _default_response_length(config: Any) -> int | None:
