@@ -9,11 +9,12 @@ import logging
 logger = logging.getLogger(__name__)
 
 try:
-    from verl_ext.adapters.reward_manager import register as _register_reward
     from verl_ext.cpu import register as _register_cpu
 
     _register_cpu()
-    _register_reward()  # the "heapa" reward manager, needed in the driver and in every reward worker
+    # The "heapa" reward manager (driver and every reward worker) registers itself when its module finishes
+    # importing; a plain module import also works when that module is what triggered `import verl`.
+    import verl_ext.adapters.reward_manager  # noqa: F401
 except ImportError:
     logger.exception("verl_ext plugin failed to register its verl extensions")
     raise

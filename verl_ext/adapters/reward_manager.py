@@ -192,3 +192,8 @@ def _get(node: Any, key: str) -> Any:
 def _default_response_length(config: Any) -> int | None:
     value = _get(_get(_get(config, "actor_rollout_ref"), "rollout"), "response_length")
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# Self-registration: importing this module first imports verl, whose plugin hook imports this module again while it
+# is still half-initialised; registering here (not only from the plugin) keeps either import order correct.
+register()
