@@ -4,6 +4,7 @@
 # With a GPU: paper-scale settings (HeaPA §7), every one overridable by environment variable, and any extra
 # Hydra overrides passed through ("$@"). Without a GPU: the embedded default — the tiny offline assets on the
 # CPU backend for ~20 steps — so a newcomer sees the recipe (and the pool metrics) move on a laptop.
+# FORCE_CPU=1 / FORCE_GPU=1 skip the detection; DRY_RUN=1 prints the trainer's Hydra overrides, one per line.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -13,35 +14,42 @@ fi
 PROJECT="${PROJECT:-verl-heapa}"
 EXP_NAME="${EXP_NAME:-${METHOD}}"
 
-have_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; }
+have_gpu() {
+  [[ "${FORCE_GPU:-0}" == "1" ]] && return 0
+  [[ "${FORCE_CPU:-0}" == "1" ]] && return 1
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1
+}
 
-if [[ "${FORCE_CPU:-0}" == "1" ]] || ! have_gpu; then
+if ! have_gpu; then
   ASSETS="${VERL_EXT_ASSETS:-$ROOT/.assets/tiny}"
   OUT="${OUT_DIR:-$ROOT/outputs/$EXP_NAME}"
+  ARGS=(
+    method="$METHOD" platform=cpu
+    data.train_files="$ASSETS/data/train.parquet" data.val_files="$ASSETS/data/val.parquet"
+    data.train_max_samples="${TRAIN_MAX_SAMPLES:-96}" data.val_max_samples=64
+    data.train_batch_size=8 data.val_batch_size=64 data.max_prompt_length=64 data.max_response_length=16
+    actor_rollout_ref.model.path="$ASSETS/model"
+    actor_rollout_ref.actor.optim.lr=1e-4
+    actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32
+    actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32
+    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32
+    reward.reward_kwargs.overlong_buffer.len=4
+    "trainer.logger=[console,file]" trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME"
+    trainer.total_training_steps="${STEPS:-20}" trainer.save_freq=10 trainer.test_freq=10
+    trainer.val_before_train=True trainer.default_local_dir="$OUT/ckpt" trainer.resume_mode="${RESUME_MODE:-auto}"
+  )
+  if [[ "$METHOD" == heapa_* ]]; then  # the tiny model writes variants in its warm-start format; checked exactly
+    ARGS+=(heapa.augmentation.prompt_preset=tiny heapa.teacher.backend=programmatic heapa.teacher.concurrency=2
+           heapa.augmentation.max_new_tokens=24 heapa.augmentation.num_parents=4 heapa.augmentation.band_high=1.0)
+  fi
+  ARGS+=("$@")
+  if [[ "${DRY_RUN:-0}" == "1" ]]; then printf '%s\n' "${ARGS[@]}"; exit 0; fi
   echo "[verl-heapa] no GPU found: running the embedded default (tiny Qwen2-architecture model, arithmetic task," \
        "CPU backend, ${STEPS:-20} steps) for method=$METHOD. Set MODEL_PATH/TRAIN_FILE on a GPU machine." >&2
   "$PYTHON" -m verl_ext.cpu.assets --out "$ASSETS" >&2
   mkdir -p "$OUT"
-  AUG=()
-  if [[ "$METHOD" == heapa_* ]]; then  # the tiny model writes variants in its warm-start format; checked exactly
-    AUG=(heapa.augmentation.prompt_preset=tiny heapa.teacher.backend=programmatic heapa.teacher.concurrency=2
-         heapa.augmentation.max_new_tokens=24 heapa.augmentation.num_parents=4 heapa.augmentation.band_high=1.0)
-  fi
   export WANDB_MODE="${WANDB_MODE:-offline}" HF_HUB_OFFLINE=1 VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$OUT/metrics.jsonl}"
-  exec timeout "${TIMEOUT_S:-1800}" "$PYTHON" -m recipe.heapa.main_heapa method="$METHOD" platform=cpu \
-    data.train_files="$ASSETS/data/train.parquet" data.val_files="$ASSETS/data/val.parquet" \
-    data.train_max_samples="${TRAIN_MAX_SAMPLES:-96}" data.val_max_samples=64 \
-    data.train_batch_size=8 data.val_batch_size=64 data.max_prompt_length=64 data.max_response_length=16 \
-    actor_rollout_ref.model.path="$ASSETS/model" \
-    actor_rollout_ref.actor.optim.lr=1e-4 \
-    actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 \
-    actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32 \
-    actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 \
-    reward.reward_kwargs.overlong_buffer.len=4 \
-    trainer.logger='[console,file]' trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME" \
-    trainer.total_training_steps="${STEPS:-20}" trainer.save_freq=10 trainer.test_freq=10 \
-    trainer.val_before_train=True trainer.default_local_dir="$OUT/ckpt" trainer.resume_mode="${RESUME_MODE:-auto}" \
-    "${AUG[@]}" "$@"
+  exec timeout "${TIMEOUT_S:-1800}" "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"
 fi
 
 MODEL_PATH="${MODEL_PATH:-Qwen/Qwen3-4B-Instruct-2507}"
@@ -49,21 +57,25 @@ TRAIN_FILE="${TRAIN_FILE:-$HOME/data/dapo-math-17k/train.parquet}"
 VAL_FILES="${VAL_FILES:-[$HOME/data/eval/aime24.parquet,$HOME/data/eval/aime25.parquet,$HOME/data/eval/math500.parquet]}"
 NNODES="${NNODES:-1}"
 NGPUS_PER_NODE="${NGPUS_PER_NODE:-8}"
-exec "$PYTHON" -m recipe.heapa.main_heapa method="$METHOD" platform=gpu \
-  data.train_files="$TRAIN_FILE" data.val_files="$VAL_FILES" \
-  data.train_batch_size="${TRAIN_BATCH_SIZE:-512}" data.max_prompt_length="${MAX_PROMPT_LENGTH:-2048}" \
-  data.max_response_length="${MAX_RESPONSE_LENGTH:-20480}" data.filter_overlong_prompts=True \
-  actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.use_remove_padding=True \
-  actor_rollout_ref.model.enable_gradient_checkpointing=True \
-  actor_rollout_ref.actor.optim.lr="${LR:-1e-6}" actor_rollout_ref.actor.ppo_mini_batch_size="${MINI_BATCH_SIZE:-32}" \
-  actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24576 \
-  actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="${ROLLOUT_N:-16}" \
-  actor_rollout_ref.rollout.tensor_model_parallel_size="${ROLLOUT_TP:-1}" \
-  actor_rollout_ref.rollout.gpu_memory_utilization=0.8 \
-  actor_rollout_ref.rollout.val_kwargs.n=16 actor_rollout_ref.rollout.val_kwargs.temperature=0.7 \
-  actor_rollout_ref.rollout.val_kwargs.top_p=0.7 actor_rollout_ref.rollout.val_kwargs.do_sample=True \
-  trainer.logger='[console,wandb]' trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME" \
-  trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$NGPUS_PER_NODE" \
-  trainer.total_training_steps="${TOTAL_STEPS:-500}" trainer.save_freq="${SAVE_FREQ:-50}" \
-  trainer.test_freq="${TEST_FREQ:-25}" trainer.default_local_dir="${CKPT_DIR:-checkpoints/$PROJECT/$EXP_NAME}" \
+ARGS=(
+  method="$METHOD" platform=gpu
+  data.train_files="$TRAIN_FILE" data.val_files="$VAL_FILES"
+  data.train_batch_size="${TRAIN_BATCH_SIZE:-512}" data.max_prompt_length="${MAX_PROMPT_LENGTH:-2048}"
+  data.max_response_length="${MAX_RESPONSE_LENGTH:-20480}" data.filter_overlong_prompts=True
+  actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.use_remove_padding=True
+  actor_rollout_ref.model.enable_gradient_checkpointing=True
+  actor_rollout_ref.actor.optim.lr="${LR:-1e-6}" actor_rollout_ref.actor.ppo_mini_batch_size="${MINI_BATCH_SIZE:-32}"
+  actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24576
+  actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="${ROLLOUT_N:-16}"
+  actor_rollout_ref.rollout.tensor_model_parallel_size="${ROLLOUT_TP:-1}"
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.8
+  actor_rollout_ref.rollout.val_kwargs.n=16 actor_rollout_ref.rollout.val_kwargs.temperature=0.7
+  actor_rollout_ref.rollout.val_kwargs.top_p=0.7 actor_rollout_ref.rollout.val_kwargs.do_sample=True
+  "trainer.logger=[console,wandb]" trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME"
+  trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$NGPUS_PER_NODE"
+  trainer.total_training_steps="${TOTAL_STEPS:-500}" trainer.save_freq="${SAVE_FREQ:-50}"
+  trainer.test_freq="${TEST_FREQ:-25}" trainer.default_local_dir="${CKPT_DIR:-checkpoints/$PROJECT/$EXP_NAME}"
   "$@"
+)
+if [[ "${DRY_RUN:-0}" == "1" ]]; then printf '%s\n' "${ARGS[@]}"; exit 0; fi
+exec "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"
