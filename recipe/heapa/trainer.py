@@ -46,7 +46,9 @@ class HeapaTrainer(PPOTrainerSync):
 
     def __init__(self, config):
         self.heapa = parse_settings(OmegaConf.to_container(config.heapa, resolve=True))
-        self._evicted_outcomes: Outcomes = {}
+        self._evicted_outcomes: Outcomes = {}  # groups verl evicted this step (already fed back)
+        self._evicted_pass_rates: dict[int, float] = {}
+        self._evicted_feedbacks = 0
         self.lineage: LineageRefresher | None = None
         self.augment: AugmentationStage | None = None
         self._last_pass_rates: dict[int, float] = {}
@@ -121,7 +123,12 @@ class HeapaTrainer(PPOTrainerSync):
 
     # ------------------------------------------------------------------------------------------- the step
     def _collect_evicted(self, outcomes: Outcomes) -> None:
+        # Fed back at once (not at step end): the records reach the archive and can be reinserted within this
+        # step, so DAPO's refilling cannot exhaust a small pool with records that are already done.
+        summary = self.batch_sampler.on_feedback(outcomes, self.global_steps)
+        self._evicted_feedbacks += len(outcomes)  # a record can be evicted, reinserted and evicted again
         self._evicted_outcomes = merge_outcomes(self._evicted_outcomes, outcomes)
+        self._evicted_pass_rates.update({int(k): float(v) for k, v in summary.pass_rates.items()})
 
     def step(self, metrics: dict, timing_raw: dict):
         sampler = self.batch_sampler
@@ -135,11 +142,12 @@ class HeapaTrainer(PPOTrainerSync):
         with marked_timer("heapa_feedback", timing_raw):
             fb = self.heapa.feedback
             trained = read_outcomes(batch.keys, batch.partition_id, fb.acc_field, fb.pass_threshold)
-            outcomes = merge_outcomes(trained, self._evicted_outcomes)
-            self._evicted_outcomes = {}
-            summary = sampler.on_feedback(outcomes, self.global_steps)
-            sampler.release_unused()  # handed out but never rolled out (e.g. DAPO surplus): back to the pool
-            self._last_pass_rates = {int(k): float(v) for k, v in summary.pass_rates.items()}
+            summary = sampler.on_feedback(trained, self.global_steps)
+            sampler.release_unused()  # handed out but never rolled out: back to the pool
+            evicted, self._evicted_outcomes = self._evicted_outcomes, {}
+            self._last_pass_rates = {**self._evicted_pass_rates,
+                                     **{int(k): float(v) for k, v in summary.pass_rates.items()}}
+            self._evicted_pass_rates = {}
         children: list[int] = []
         with marked_timer("heapa_integrate", timing_raw):
             if self.augment is not None:
@@ -151,11 +159,12 @@ class HeapaTrainer(PPOTrainerSync):
         metrics.update(self.train_dataset.pool.metrics())
         metrics.update(sampler.metrics())
         metrics.update(summary.metrics())
-        metrics["feedback/evicted_groups_fed_back"] = float(len(outcomes) - len(trained))
+        metrics["feedback/evicted_groups_fed_back"] = float(self._evicted_feedbacks)
+        self._evicted_feedbacks = 0
         pool_s = timing_raw["heapa_select"] + timing_raw["heapa_feedback"] + timing_raw["heapa_refresh"]
         aug_s = (timing_raw.get("heapa_augment_fire", 0.0) + timing_raw.get("heapa_augment_collect", 0.0)
                  + timing_raw["heapa_integrate"])
-        self._trace(sorted(outcomes), children)
+        self._trace(sorted(set(trained) | set(evicted)), children)
         metrics["heapa/pool_overhead_s"] = pool_s
         metrics["heapa/augment_overhead_s"] = aug_s
         return batch
