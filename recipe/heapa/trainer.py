@@ -2,13 +2,17 @@
 
 One step, as data flows (the PPO update itself is verl's, unchanged):
 
-1. **select**   the strategy picks ``train_batch_size`` record ids (boundary sampling for HeaPA); the batch
+1. **augment (fire)**  while the rollout servers are awake, the policy is asked for new problems close to the
+                last step's parents (``augmentation.py``); the step does not wait for the teacher.
+2. **select**   the strategy picks ``train_batch_size`` record ids (boundary sampling for HeaPA); the batch
                 sampler hands them to the dataloader; rows carry ``extra_info.index = record id``.
-2. **rollout + reward**  verl's agent loop and the ``heapa`` reward manager (``acc`` per trajectory).
-3. **feedback** per-trajectory ``acc`` read from TransferQueue *by record id* (trained groups and groups verl
-                evicted, e.g. DAPO-filtered ones) updates each record's estimator; trained records are archived.
-4. **refresh / reinsert**  lineage re-estimation on its cadence; controlled reinsertion when the pool runs short.
-5. **log**      ``pool/*``, ``select/*``, ``feedback/*``, ``lineage/*`` scalars to verl's tracker.
+3. **rollout + reward**  verl's agent loop and the ``heapa`` reward manager (``acc`` per trajectory); the
+                augmentation requests are joined and handed to the teacher before verl sleeps the servers.
+4. **feedback** per-trajectory ``acc`` read from TransferQueue *by record id* updates each record's estimator;
+                trained records are archived (groups verl evicts, e.g. DAPO-filtered ones, as they are evicted).
+5. **integrate** validated children enter the pool with a parent-derived prior and a lineage edge.
+6. **refresh / reinsert**  lineage re-estimation on its cadence; controlled reinsertion when the pool runs short.
+7. **log**      ``pool/*``, ``select/*``, ``feedback/*``, ``augment/*``, ``teacher/*``, ``lineage/*`` scalars.
 """
 
 from __future__ import annotations
