@@ -64,7 +64,10 @@ class PoolDataset(Dataset):
         self._pending: SeedRows | None = None
         if data_files is not None:
             rows = load_rows(_as_list(data_files), self.row_format)
-            rows = _take_max_samples(rows, max_samples, bool(config.get("shuffle", False)), config.get("seed"))
+            # verl leaves data.seed unset by default; the pool seed keeps the subset reproducible (and resumable).
+            data_seed = config.get("seed")
+            rows = _take_max_samples(rows, max_samples, bool(config.get("shuffle", False)),
+                                     self.pool_seed if data_seed is None else data_seed)
             self._pending = self._filter_overlong(rows)
 
     @classmethod
