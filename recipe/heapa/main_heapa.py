@@ -76,23 +76,34 @@ def prepare(config: DictConfig) -> None:
         from verl_ext.cpu import ENV_DEFAULTS, activate
 
         activate()
-        # Also through Ray's runtime_env: workers of an already running cluster do not inherit our environment.
-        with open_dict(config):
-            env = config.ray_kwargs.ray_init.setdefault("runtime_env", {}).setdefault("env_vars", {})
-            for key, value in {"VERL_PLATFORM": "cpu", **ENV_DEFAULTS}.items():
-                env.setdefault(key, value)
+        _forward_env(config, {"VERL_PLATFORM": "cpu", **ENV_DEFAULTS})
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
 
 
+def _forward_env(config: DictConfig, values: dict[str, str]) -> None:
+    """Set variables here and in Ray's runtime_env: workers of an already running cluster do not inherit ours."""
+    with open_dict(config):
+        ray_init = config.ray_kwargs.ray_init
+        if ray_init.get("runtime_env") is None:
+            ray_init.runtime_env = {}
+        if ray_init.runtime_env.get("env_vars") is None:
+            ray_init.runtime_env.env_vars = {}
+        env = ray_init.runtime_env.env_vars  # the config node itself (DictConfig.setdefault returns a copy)
+        for key, value in values.items():
+            os.environ.setdefault(key, value)
+            if key not in env:
+                env[key] = os.environ[key]
+
+
 def _tag_run(config: DictConfig, settings) -> None:
-    """Name and tag wandb runs so GRPO / DAPO / HeaPA group and compare side by side."""
+    """Name and tag wandb runs (wandb reads WANDB_RUN_GROUP / WANDB_TAGS) so GRPO / DAPO / HeaPA runs compare."""
     if "wandb" not in (config.trainer.logger or []):
         return
-    os.environ.setdefault("WANDB_RUN_GROUP", f"{config.trainer.project_name}/{settings.method}")
     tags = [f"method:{settings.method}", f"selection:{settings.selection_name}",
             f"pool:{settings.pool.max_pool_size}", f"platform:{settings.platform}", "recipe:heapa"]
-    os.environ.setdefault("WANDB_TAGS", ",".join(tags))
+    _forward_env(config, {"WANDB_RUN_GROUP": f"{config.trainer.project_name}/{settings.method}",
+                          "WANDB_TAGS": ",".join(tags)})
 
 
 @hydra.main(config_path="config", config_name="heapa_trainer", version_base=None)

@@ -75,3 +75,23 @@ def test_bad_values_fail_with_the_key_named(override, needle):
     cfg = _compose("method=heapa_dapo", "heapa.teacher.model=judge", override)
     with pytest.raises(HeapaConfigError, match=needle):
         _settings(cfg)
+
+
+def test_prepare_forwards_platform_and_wandb_tags_to_ray_workers(monkeypatch):
+    from recipe.heapa.main_heapa import prepare
+
+    for key in ("WANDB_TAGS", "WANDB_RUN_GROUP"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")  # prepare() selects it for platform=cpu; keep the test hermetic
+    cfg = _compose("method=heapa_grpo", "platform=cpu", "heapa.method=heapa_grpo", "trainer.logger=[console,wandb]",
+                   "heapa.teacher.backend=programmatic",
+                   "trainer.project_name=cmp", "actor_rollout_ref.model.path=/nonexistent",
+                   "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+                   "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+                   "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+                   "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8")
+    prepare(cfg)
+    env = cfg.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env.VERL_PLATFORM == "cpu" and env.VERL_ENGINE_DEVICE == "cuda"
+    assert env.WANDB_RUN_GROUP == "cmp/heapa_grpo"
+    assert "method:heapa_grpo" in env.WANDB_TAGS.split(",") and "selection:boundary" in env.WANDB_TAGS
