@@ -55,6 +55,12 @@ def _user_text(prompt: Any) -> str:
     return users[-1] if users else ""
 
 
+def _rng_state(rng: random.Random) -> dict[str, Any]:
+    """``random.Random`` state as JSON (parent choice must continue identically after a resume)."""
+    version, internal, gauss_next = rng.getstate()
+    return {"version": version, "internal": list(internal), "gauss_next": gauss_next}
+
+
 class AugmentationStage:
     """Fire / collect / integrate, plus the bounded state that must survive a checkpoint."""
 
@@ -186,7 +192,7 @@ class AugmentationStage:
     def state_dict(self) -> dict[str, Any]:
         return {"schema_version": STATE_VERSION, "validator": self.validator.state_dict(),
                 "seen": self.seen.state_dict(), "filter": self.filter.state_dict(),
-                "rng": list(self.rng.getstate()[1]) + [self.rng.getstate()[0], self.rng.getstate()[2]],
+                "rng": _rng_state(self.rng),
                 "counters": dict(self.counters)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -196,7 +202,7 @@ class AugmentationStage:
         self.filter.load_state_dict(state["filter"])
         self.validator.load_state_dict(state["validator"])  # re-queues candidates that were in flight
         rng = state["rng"]
-        self.rng.setstate((rng[-2], tuple(rng[:-2]), rng[-1]))
+        self.rng.setstate((rng["version"], tuple(rng["internal"]), rng["gauss_next"]))
         self.counters.update(state["counters"])
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ inserts nothing twice after resume.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from types import SimpleNamespace
@@ -140,3 +141,21 @@ def test_fire_twice_without_collect_is_an_error(tokenizer):
         stage.collect()
     finally:
         stage.close()
+
+
+def test_parent_choice_continues_identically_after_a_resume(tokenizer):
+    pool, ids = _pool_with_scored_parents(6)
+    stage = _stage(pool, tokenizer)
+    try:
+        stage.rng.random()
+        state = stage.state_dict()
+        json_state = json.loads(json.dumps(state))
+        first = [stage.rng.random() for _ in range(3)]
+    finally:
+        stage.close()
+    restored = _stage(pool, tokenizer)
+    try:
+        restored.load_state_dict(json_state)
+        assert [restored.rng.random() for _ in range(3)] == first
+    finally:
+        restored.close()
