@@ -229,4 +229,6 @@ class HeapaTrainer(PPOTrainerSync):
         if self.augment is not None and state.get("augment") is not None:
             self.augment.load_state_dict(state["augment"])  # queued/in-flight teacher work is re-queued
         self._last_pass_rates = {int(k): float(v) for k, v in state.get("last_pass_rates", {}).items()}
+        gc.collect()
+        gc.freeze()  # the restored pool replaced the frozen one: keep it out of full GC passes too
         logger.info("heapa: resumed pool of %d records at step %d", len(self.train_dataset), self.global_steps)
