@@ -66,7 +66,7 @@ class AugmentationStage:
 
     def __init__(self, aug: AugmentConfig, teacher: TeacherConfig, tokenizer: Any, pool: Any, lineage: Any,
                  seed: int, instruction_suffix: str = "", suffix_separator: str = " ", join_timeout_s: float = 600.0):
-        self.cfg, self.teacher_cfg = aug, teacher
+        self.cfg = aug
         self.tokenizer, self.pool, self.lineage = tokenizer, pool, lineage
         self.suffix, self.sep = instruction_suffix, suffix_separator
         self.join_timeout_s = join_timeout_s

@@ -72,7 +72,6 @@ def prepare(config: DictConfig) -> None:
     if not config.trainer.get("use_v1", True):
         raise ValueError("the heapa recipe runs on verl's V1 trainer: trainer.use_v1 must stay true")
     if settings.platform == "cpu":
-        os.environ["VERL_PLATFORM"] = "cpu"  # inherited by every Ray worker started after this point
         from verl_ext.cpu import ENV_DEFAULTS, activate
 
         activate()

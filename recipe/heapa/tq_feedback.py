@@ -44,15 +44,6 @@ def read_outcomes(keys: Iterable[str], partition_id: str, acc_field: str = "acc"
     return group_outcomes(index, accs, threshold=threshold)
 
 
-def merge_outcomes(*parts: Outcomes) -> Outcomes:
-    merged: Outcomes = {}
-    for part in parts:
-        for rid, (passes, n) in part.items():
-            p0, n0 = merged.get(rid, (0, 0))
-            merged[rid] = (p0 + passes, n0 + n)
-    return merged
-
-
 class FeedbackReplayBuffer(ReplayBuffer):
     """verl's sync replay buffer that reports the outcomes of groups it evicts before clearing them."""
 

@@ -38,7 +38,7 @@ from verl_ext.selection import build_strategy
 
 from .augmentation import AugmentationStage
 from .settings import parse_settings
-from .tq_feedback import FeedbackReplayBuffer, Outcomes, merge_outcomes, read_outcomes
+from .tq_feedback import FeedbackReplayBuffer, Outcomes, read_outcomes
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "heapa_state.json"
@@ -50,7 +50,7 @@ class HeapaTrainer(PPOTrainerSync):
 
     def __init__(self, config):
         self.heapa = parse_settings(OmegaConf.to_container(config.heapa, resolve=True))
-        self._evicted_outcomes: Outcomes = {}  # groups verl evicted this step (already fed back)
+        self._evicted_ids: set[int] = set()  # records of groups verl evicted this step (already fed back)
         self._evicted_pass_rates: dict[int, float] = {}
         self._evicted_feedbacks = 0
         self.lineage: LineageRefresher | None = None
@@ -131,7 +131,7 @@ class HeapaTrainer(PPOTrainerSync):
         # step, so DAPO's refilling cannot exhaust a small pool with records that are already done.
         summary = self.batch_sampler.on_feedback(outcomes, self.global_steps)
         self._evicted_feedbacks += len(outcomes)  # a record can be evicted, reinserted and evicted again
-        self._evicted_outcomes = merge_outcomes(self._evicted_outcomes, outcomes)
+        self._evicted_ids.update(outcomes)
         self._evicted_pass_rates.update({int(k): float(v) for k, v in summary.pass_rates.items()})
 
     def step(self, metrics: dict, timing_raw: dict):
@@ -148,7 +148,7 @@ class HeapaTrainer(PPOTrainerSync):
             trained = read_outcomes(batch.keys, batch.partition_id, fb.acc_field, fb.pass_threshold)
             summary = sampler.on_feedback(trained, self.global_steps)
             sampler.release_unused()  # handed out but never rolled out: back to the pool
-            evicted, self._evicted_outcomes = self._evicted_outcomes, {}
+            evicted, self._evicted_ids = self._evicted_ids, set()
             self._last_pass_rates = {**self._evicted_pass_rates,
                                      **{int(k): float(v) for k, v in summary.pass_rates.items()}}
             self._evicted_pass_rates = {}
@@ -168,7 +168,7 @@ class HeapaTrainer(PPOTrainerSync):
         pool_s = timing_raw["heapa_select"] + timing_raw["heapa_feedback"] + timing_raw["heapa_refresh"]
         aug_s = (timing_raw.get("heapa_augment_fire", 0.0) + timing_raw.get("heapa_augment_collect", 0.0)
                  + timing_raw["heapa_integrate"])
-        self._trace(sorted(set(trained) | set(evicted)), children)
+        self._trace(sorted(set(trained) | evicted), children)
         metrics["heapa/pool_overhead_s"] = pool_s
         metrics["heapa/augment_overhead_s"] = aug_s
         return batch

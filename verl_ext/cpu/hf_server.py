@@ -67,7 +67,7 @@ class HFServer:
             raise ValueError(f"prompt of {prompt_len} tokens leaves no room within max_model_len={self.max_model_len}")
         return max(1, min(limit, room))
 
-    def _generate_sync(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float], str]:
+    def _generate_sync(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
         temperature = float(sampling_params.get("temperature", 1.0))
         top_k = int(sampling_params.get("top_k", -1))
         stop = sampling_params.get("stop") or None
@@ -91,8 +91,7 @@ class HFServer:
             out = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
         new_tokens = out.sequences[0, len(prompt_ids):]
         logprobs = sampled_logprobs(list(out.logits), new_tokens, temperature)
-        # Finishing on EOS, a stop string or the length cap all count as "completed" (vLLM's convention).
-        return new_tokens.tolist(), logprobs, "completed"
+        return new_tokens.tolist(), logprobs
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any],
                        image_data: Any = None, video_data: Any = None, **_kwargs: Any) -> TokenOutput:
@@ -100,12 +99,12 @@ class HFServer:
             raise NotImplementedError("the hf CPU rollout serves text-only models")
         prompt_ids = [int(t) for t in prompt_ids]
         async with self._lock:
-            tokens, logprobs, reason = await asyncio.to_thread(self._generate_sync, prompt_ids, dict(sampling_params))
+            tokens, logprobs = await asyncio.to_thread(self._generate_sync, prompt_ids, dict(sampling_params))
         want_logprobs = bool(sampling_params.get("logprobs", False))
         return TokenOutput(
             token_ids=tokens,
             log_probs=logprobs if want_logprobs else None,
-            stop_reason=reason,
+            stop_reason="completed",  # EOS, a stop string or the length cap (vLLM reports all as completed)
             extra_fields={"global_steps": self.global_steps},
         )
 
