@@ -63,12 +63,16 @@ class PoolDataset(Dataset):
         self._pool: QueryPool | None = None
         self._pending: SeedRows | None = None
         if data_files is not None:
-            rows = load_rows(_as_list(data_files), self.row_format)
+            files = _as_list(data_files)
+            rows = load_rows(files, self.row_format)
+            if not len(rows):
+                raise ValueError(f"data.train_files {files}: no rows (the file is empty)")
             # verl leaves data.seed unset by default; the pool seed keeps the subset reproducible (and resumable).
             data_seed = config.get("seed")
             rows = _take_max_samples(rows, max_samples, bool(config.get("shuffle", False)),
                                      self.pool_seed if data_seed is None else data_seed)
             self._pending = self._filter_overlong(rows)
+            check_seed_count(len(self._pending), self.pool_config, files, self.max_prompt_length)
 
     @classmethod
     def from_config(cls, data_files: str | os.PathLike | Sequence[str | os.PathLike] | None, tokenizer: Any = None,
@@ -167,6 +171,17 @@ class PoolDataset(Dataset):
                            len(rows), self.max_prompt_length)
             return rows.select(keep)
         return rows
+
+
+def check_seed_count(n: int, pool_config: PoolConfig, files: Sequence[str], max_prompt_length: int) -> None:
+    """Seeds must exist and fit the pool: every seed enters it unscored, and unscored records are never evicted."""
+    if n == 0:
+        raise ValueError(f"data.train_files {list(files)}: every prompt is longer than data.max_prompt_length="
+                         f"{max_prompt_length} tokens; nothing to train on")
+    if n > pool_config.max_pool_size:
+        raise ValueError(f"heapa.pool.max_pool_size={pool_config.max_pool_size} is smaller than the {n} seed rows of "
+                         f"data.train_files {list(files)}: raise heapa.pool.max_pool_size or cap the seeds with "
+                         "data.train_max_samples")
 
 
 def _pool_config(value: PoolConfig | Mapping[str, Any] | None) -> PoolConfig:

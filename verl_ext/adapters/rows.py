@@ -10,15 +10,18 @@ Two layouts are read from parquet, json (an array or JSON lines) and jsonl files
 ``load_rows`` returns ``SeedRows`` whose lists feed ``QueryPool.add_seeds_bulk`` directly. Each record's ``extra``
 keeps what the pool itself does not model (ability, the original ``extra_info``, any other column, non-default
 ``reward_model`` keys), so ``to_verl_row`` rebuilds the exact RL row. Bad rows raise ``RowError`` naming the file,
-row and field, e.g. ``train.parquet row 17: field 'reward_model.ground_truth' missing``.
+row and field, e.g. ``train.parquet row 17: field 'reward_model.ground_truth' missing``; every row is checked (an
+invalid JSON line does not hide the others) and the first twenty errors are listed with the total. Repeated prompts
+are reported or dropped per ``RowFormat.duplicates``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import logging
 import math
 import os
+from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
+from verl_ext.adapters.row_files import BadLine, RowError, iter_file
+
+logger = logging.getLogger(__name__)
 MISSING = object()
-_MAX_REPORTED = 10
+_MAX_REPORTED = 20
+DUPLICATE_POLICIES = ("warn", "error", "drop", "allow")
 # Top-level keys the pool models itself (the rest of a row is kept as "columns").
 _CORE_KEYS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 DEFAULT_REWARD_MODEL = {"style": "rule"}
-
-
-class RowError(ValueError):
-    """One or more bad rows; the message names file, row and field for each (up to ten)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class RowFormat:
     ``instruction_suffix``: appended (after ``suffix_separator``) to the last user message of every prompt,
     e.g. ``"Let's think step by step and output the final answer within \\boxed{}."``.
     ``ability``: default for rows without one. ``extra_keys``: benchmark fields copied into ``extra_info``.
+    ``duplicates``: rows whose prompt repeats an earlier row's (same roles and stripped contents): ``warn`` (log
+    the count and the first rows; each copy stays its own record), ``error``, ``drop`` (keep the first) or ``allow``.
     """
 
     prompt_key: str = "prompt"
@@ -56,6 +61,7 @@ class RowFormat:
     suffix_separator: str = " "
     ability: str = "math"
     extra_keys: tuple[str, ...] = ()
+    duplicates: str = "warn"
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt_key, str) or not self.prompt_key:
@@ -68,6 +74,8 @@ class RowFormat:
         if self.data_source is not None and not isinstance(self.data_source, str):
             raise ValueError(f"RowFormat.data_source must be None or a string, got {self.data_source!r}")
         object.__setattr__(self, "extra_keys", tuple(self.extra_keys))
+        if self.duplicates not in DUPLICATE_POLICIES:
+            raise ValueError(f"RowFormat.duplicates must be one of {DUPLICATE_POLICIES}, got {self.duplicates!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "RowFormat":
@@ -92,6 +100,8 @@ class SeedRows:
     answers: list[str] = field(default_factory=list)
     data_sources: list[str] = field(default_factory=list)
     extras: list[dict[str, Any]] = field(default_factory=list)
+    # (file, position of its first row here): names a row in messages; not carried through ``select``.
+    spans: list[tuple[str, int]] = field(default_factory=list, repr=False)
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -108,6 +118,12 @@ class SeedRows:
         return SeedRows([self.prompts[i] for i in idx], [self.answers[i] for i in idx],
                         [self.data_sources[i] for i in idx], [self.extras[i] for i in idx])
 
+    def where(self, position: int) -> str:
+        """``file row N`` of the row at ``position`` (N counts the file's rows, blank jsonl lines excluded)."""
+        starts = [start for _, start in self.spans]
+        i = bisect_right(starts, position) - 1
+        return f"row {position}" if i < 0 else f"{self.spans[i][0]} row {position - starts[i]}"
+
     def pool_kwargs(self) -> dict[str, list]:
         """Keyword arguments for ``QueryPool.add_seeds_bulk``."""
         return {"prompts": self.prompts, "answers": self.answers, "data_sources": self.data_sources,
@@ -119,7 +135,8 @@ def load_rows(paths: str | os.PathLike | Sequence[str | os.PathLike], fmt: RowFo
     """Read and validate every row of ``paths`` (files are concatenated in order); ``limit`` caps the total.
 
     Raises ``RowError`` listing the first bad rows (file, row, field) and how many there were in all;
-    ``FileNotFoundError`` / ``ValueError`` for a missing file or an unsupported extension.
+    ``FileNotFoundError`` / ``ValueError`` for a missing file or an unsupported extension. Repeated prompts are
+    then handled per ``fmt.duplicates``.
     """
     fmt = fmt or RowFormat()
     files = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
@@ -129,18 +146,65 @@ def load_rows(paths: str | os.PathLike | Sequence[str | os.PathLike], fmt: RowFo
     for path in files:
         name = os.fspath(path)
         default_source = fmt.data_source or (Path(name).stem if fmt.is_benchmark else None)
-        for where, row in _iter_file(name):
+        out.spans.append((name, len(out)))
+        for where, row in iter_file(name):
             if limit is not None and len(out) >= limit:
                 break
             try:
+                if isinstance(row, BadLine):
+                    raise _FieldError(row.message)
                 out.append(*_parse_row(row, fmt, default_source))
             except _FieldError as err:
                 errors.append(f"{name} {where}: {err}")
     if errors:
-        shown = "\n  ".join(errors[:_MAX_REPORTED])
-        more = f"\n  ... and {len(errors) - _MAX_REPORTED} more" if len(errors) > _MAX_REPORTED else ""
-        raise RowError(f"{len(errors)} bad row(s):\n  {shown}{more}")
+        raise RowError(_listing(f"{len(errors)} bad row(s)", errors))
+    return _handle_duplicates(out, fmt.duplicates)
+
+
+def _listing(head: str, items: list[str]) -> str:
+    shown = "\n  ".join(items[:_MAX_REPORTED])
+    more = f"\n  ... and {len(items) - _MAX_REPORTED} more" if len(items) > _MAX_REPORTED else ""
+    return f"{head}:\n  {shown}{more}"
+
+
+def duplicate_rows(rows: SeedRows) -> list[tuple[int, int]]:
+    """``(position, position of the first row with the same prompt)`` for every repeat, in file order."""
+    first: dict[int, list[int]] = {}  # hash of the prompt -> positions of distinct prompts with that hash
+    out = []
+    for i, prompt in enumerate(rows.prompts):
+        key = _prompt_key(prompt)
+        bucket = first.setdefault(hash(key), [])
+        match = next((j for j in bucket if _prompt_key(rows.prompts[j]) == key), None)
+        if match is None:
+            bucket.append(i)
+        else:
+            out.append((i, match))
     return out
+
+
+def _prompt_key(prompt: list[dict]) -> tuple:
+    return tuple((m["role"], m["content"].strip()) for m in prompt)
+
+
+def _handle_duplicates(rows: SeedRows, policy: str) -> SeedRows:
+    if policy == "allow":
+        return rows
+    dups = duplicate_rows(rows)
+    if not dups:
+        return rows
+    pairs = [f"{rows.where(i)} repeats {rows.where(j)}" for i, j in dups]
+    head = f"{len(dups)} of {len(rows)} rows repeat an earlier row's prompt"
+    if policy == "error":
+        raise RowError(_listing(head + " (set heapa.rows.duplicates=warn|drop|allow to accept them)", pairs))
+    if policy == "warn":
+        logger.warning("%s; each copy becomes its own pool record (heapa.rows.duplicates=drop keeps the first, "
+                       "=allow silences this):\n  %s", head, "\n  ".join(pairs[:5]))
+        return rows
+    repeated = {i for i, _ in dups}
+    logger.info("%s: dropped (heapa.rows.duplicates=drop)", head)
+    kept = rows.select([i for i in range(len(rows)) if i not in repeated])
+    kept.spans = []  # positions changed: rows of the result are named by position only
+    return kept
 
 
 def to_verl_row(record_id: int, prompt: Any, answer: str, data_source: str, extra: Mapping | None) -> dict:
@@ -183,48 +247,6 @@ def as_messages(prompt: Any) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------------- internals
 class _FieldError(ValueError):
     """A problem with one field of one row (the caller adds file and row)."""
-
-
-def _iter_file(path: str) -> Iterator[tuple[str, Any]]:
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"data file not found: {path}")
-    lower = path.lower()
-    if lower.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        for i, row in enumerate(pq.read_table(path).to_pylist()):
-            yield f"row {i}", row
-    elif lower.endswith(".jsonl"):
-        yield from _iter_jsonl(path)
-    elif lower.endswith(".json"):
-        with open(path, encoding="utf-8") as f:
-            head = f.read(1 << 12).lstrip()
-        if head.startswith("["):
-            with open(path, encoding="utf-8") as f:
-                try:
-                    data = json.load(f)
-                except json.JSONDecodeError as err:
-                    raise RowError(f"{path}: invalid JSON: {err}") from None
-            for i, row in enumerate(data):
-                yield f"row {i}", row
-        else:
-            yield from _iter_jsonl(path)
-    else:
-        raise ValueError(f"unsupported data file {path}: expected .parquet, .json or .jsonl")
-
-
-def _iter_jsonl(path: str) -> Iterator[tuple[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        i = 0
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise RowError(f"{path} row {i} (line {line_no}): invalid JSON: {err}") from None
-            yield f"row {i} (line {line_no})", row
-            i += 1
 
 
 def _parse_row(row: Any, fmt: RowFormat, default_source: str | None) -> tuple[list[dict], str, str, dict]:
@@ -297,22 +319,23 @@ def _messages(value: Any, key: str, fmt: RowFormat) -> list[dict]:
             if not isinstance(content, str):
                 raise _FieldError(f"field '{key}[{j}].content' must be a string (text-only prompts), got "
                                   f"{type(content).__name__}")
+            if not content.strip():
+                raise _FieldError(f"field '{key}[{j}].content' is empty or whitespace")
             messages.append({k: _json_safe(v, f"{key}[{j}].{k}") for k, v in msg.items()})
         if not messages:
             raise _FieldError(f"field '{key}' is an empty message list")
     else:
         raise _FieldError(f"field '{key}' must be a list of chat messages, got {type(value).__name__}")
+    if not any(m["role"] == "user" for m in messages):
+        raise _FieldError(f"field '{key}' has no user message (roles: {[m['role'] for m in messages]})")
     if fmt.instruction_suffix:
         _append_suffix(messages, fmt)
     return messages
 
 
 def _append_suffix(messages: list[dict], fmt: RowFormat) -> None:
-    for msg in reversed(messages):
-        if msg["role"] == "user":
-            msg["content"] = f"{msg['content']}{fmt.suffix_separator}{fmt.instruction_suffix}"
-            return
-    raise _FieldError("prompt has no user message to append the instruction suffix to")
+    user = next(m for m in reversed(messages) if m["role"] == "user")  # _messages checked there is one
+    user["content"] = f"{user['content']}{fmt.suffix_separator}{fmt.instruction_suffix}"
 
 
 def _answer(value: Any, key: str) -> str:

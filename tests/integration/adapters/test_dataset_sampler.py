@@ -87,6 +87,27 @@ def test_overlong_prompts_are_dropped(make_rows, write_parquet, tiny_tokenizer, 
     assert ds.fits(rows[0]["prompt"]) and not ds.fits(rows[2]["prompt"])
 
 
+def test_empty_train_file_fails_at_construction_naming_it(tmp_path):
+    empty = tmp_path / "train.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(ValueError, match=r"data\.train_files .*train\.jsonl.*: no rows"):
+        PoolDataset(str(empty), None, None, _data_config(tmp_path))
+
+
+def test_more_seeds_than_the_pool_holds_names_the_key_and_file(train_parquet, tmp_path):
+    config = _data_config(tmp_path, heapa={"pool": {"max_pool_size": 30}})
+    with pytest.raises(ValueError, match=r"heapa\.pool\.max_pool_size=30 is smaller than the 40 seed rows of "
+                                         r"data\.train_files \[.*train\.parquet"):
+        PoolDataset(str(train_parquet), None, None, config)
+    assert len(PoolDataset(str(train_parquet), None, None, config, max_samples=30)) == 30  # the cap fits
+
+
+def test_all_prompts_overlong_is_an_error(make_rows, write_parquet, tiny_tokenizer, tmp_path):
+    config = _data_config(tmp_path, filter_overlong_prompts=True, max_prompt_length=2)
+    with pytest.raises(ValueError, match=r"longer than data\.max_prompt_length=2"):
+        PoolDataset(str(write_parquet(make_rows(3))), tiny_tokenizer, None, config)
+
+
 # ------------------------------------------------------------------------------------------------ batches
 def test_loader_batches_carry_record_ids(train_parquet, tmp_path):
     from verl.utils import tensordict_utils as tu

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 
 import pytest
 
@@ -106,19 +108,36 @@ def test_bad_parquet_row_is_named(make_rows, write_parquet):
         load_rows(path)
 
 
-def test_all_bad_rows_are_counted_and_the_first_ten_listed(write_jsonl):
-    path = write_jsonl([{"problem": "x?"} for _ in range(12)], "bench.jsonl")
+def test_all_bad_rows_are_counted_and_the_first_twenty_listed(write_jsonl):
+    path = write_jsonl([{"problem": "x?"} for _ in range(23)], "bench.jsonl")
     with pytest.raises(RowError) as err:
         load_rows(path, RowFormat(prompt_key="problem", answer_key="answer"))
     text = str(err.value)
-    assert text.startswith("12 bad row(s)") and "bench.jsonl row 0 (line 1): field 'answer' missing" in text
-    assert "... and 2 more" in text
+    assert text.startswith("23 bad row(s)") and "bench.jsonl row 0 (line 1): field 'answer' missing" in text
+    assert "row 19 (line 20)" in text and "row 20 (line 21)" not in text and "... and 3 more" in text
 
 
-def test_invalid_json_line_and_bad_files(tmp_path):
+def test_a_bad_json_line_does_not_hide_the_other_row_errors(make_rows, tmp_path):
+    rows = make_rows(6)
+    rows[4]["prompt"][0]["content"] = "  "
+    del rows[2]["reward_model"]
+    lines = [json.dumps(r) for r in rows]
+    lines[1] = "{oops"
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"a": 1}\n\n{oops\n')
-    with pytest.raises(RowError, match=r"bad\.jsonl row 1 \(line 3\): invalid JSON"):
+    bad.write_text("\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:]) + "\n")  # a blank line 3
+    with pytest.raises(RowError) as err:
+        load_rows(bad)
+    text = str(err.value)
+    assert text.startswith("3 bad row(s)")
+    assert "bad.jsonl row 1 (line 2): invalid JSON" in text
+    assert "bad.jsonl row 2 (line 4): field 'reward_model.ground_truth' missing" in text
+    assert "bad.jsonl row 4 (line 6): field 'prompt[0].content' is empty or whitespace" in text
+
+
+def test_invalid_json_and_bad_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"a": 1},')
+    with pytest.raises(RowError, match=r"bad\.json: invalid JSON"):
         load_rows(bad)
     with pytest.raises(FileNotFoundError, match="nope.parquet"):
         load_rows(tmp_path / "nope.parquet")
@@ -126,6 +145,65 @@ def test_invalid_json_line_and_bad_files(tmp_path):
     other.write_text("a,b\n")
     with pytest.raises(ValueError, match="unsupported data file"):
         load_rows(other)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "message"),
+    [
+        ([{"role": "user", "content": ""}], "field 'prompt[0].content' is empty or whitespace"),
+        ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": " \n\t"}],
+         "field 'prompt[1].content' is empty or whitespace"),
+        ([{"role": "system", "content": "Be brief."}], "field 'prompt' has no user message"),
+        ([], "field 'prompt' is an empty message list"),
+    ],
+)
+def test_empty_contents_and_prompts_without_a_user_turn_are_refused(make_rows, write_jsonl, prompt, message):
+    rows = make_rows(3)
+    rows[2]["prompt"] = prompt
+    with pytest.raises(RowError, match=r"train\.jsonl row 2 \(line 3\): " + re.escape(message)):
+        load_rows(write_jsonl(rows))
+
+
+def test_whitespace_only_benchmark_question_is_refused(write_jsonl):
+    path = write_jsonl([{"q": "a?", "a": 1}, {"q": "   ", "a": 2}], "aime.jsonl")
+    with pytest.raises(RowError, match=r"aime\.jsonl row 1 \(line 2\): field 'q' is empty"):
+        load_rows(path, RowFormat(prompt_key="q", answer_key="a"))
+
+
+def _with_repeats(make_rows):
+    rows = make_rows(8)
+    rows[5]["prompt"] = [dict(rows[1]["prompt"][0])]
+    rows[7]["prompt"] = [{"role": "user", "content": rows[1]["prompt"][0]["content"] + "  "}]  # same once stripped
+    rows[7]["reward_model"]["ground_truth"] = "999"  # a different answer is still the same prompt
+    return rows
+
+
+def test_duplicate_prompts_warn_by_default_naming_rows(make_rows, write_jsonl, caplog):
+    a = write_jsonl(make_rows(2), "a.jsonl")
+    b = write_jsonl(_with_repeats(make_rows), "b.jsonl")
+    with caplog.at_level(logging.WARNING, logger="verl_ext.adapters.rows"):
+        rows = load_rows([a, b])
+    assert len(rows) == 10  # kept: each copy is its own record
+    text = caplog.text
+    # b.jsonl rows 0 and 1 repeat a.jsonl's (make_rows restarts at 0); b rows 5 and 7 repeat it again
+    assert "4 of 10 rows repeat an earlier row's prompt" in text
+    assert "b.jsonl row 0 repeats" in text and "a.jsonl row 0" in text
+    assert "b.jsonl row 5 repeats" in text and "b.jsonl row 7 repeats" in text
+
+
+def test_duplicate_policies_error_drop_allow(make_rows, write_jsonl, caplog):
+    path = write_jsonl(_with_repeats(make_rows), "train.jsonl")
+    with pytest.raises(RowError) as err:
+        load_rows(path, RowFormat(duplicates="error"))
+    assert "2 of 8 rows repeat" in str(err.value) and "train.jsonl row 5 repeats " in str(err.value)
+    assert "heapa.rows.duplicates" in str(err.value)
+    dropped = load_rows(path, RowFormat(duplicates="drop"))
+    assert len(dropped) == 6 and dropped.answers[5] == str(6 + 6 % 7)  # the first copy stays, in order
+    with caplog.at_level(logging.WARNING, logger="verl_ext.adapters.rows"):
+        assert len(load_rows(path, RowFormat(duplicates="allow"))) == 8
+    assert "repeat" not in caplog.text
+    with pytest.raises(ValueError, match="RowFormat.duplicates"):
+        RowFormat(duplicates="sometimes")
 
 
 def test_row_format_validation():
