@@ -1,0 +1,101 @@
+"""``python -m verl_ext.compare RUN [RUN ...] --out DIR``: runs side by side, grouped by method over seeds.
+
+    python -m verl_ext.compare outputs/grpo outputs/heapa_dapo --out compare/        # CPU launcher outputs
+    python -m verl_ext.compare outputs/cpu_compare/*_s* --out compare/                  # method_s<seed> folders
+    python -m verl_ext.compare grpo=wandb/offline-run-2026... wandb:me/math-rl/abc123 --out compare/
+
+A RUN is ``[NAME=]SOURCE`` (see ``verl_ext.compare.runs``). The method and seed come from NAME or the folder
+name (``<method>_s<seed>``), or wandb's ``method:`` tag and ``heapa.seed``. Writes ``DIR/table.md``,
+``DIR/summary.json`` (per run and per method) and the PNG curves (``verl_ext.compare.plots``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+
+from verl_ext.compare import runs as runs_mod
+from verl_ext.compare.summary import (default_budget, group_by_method, markdown, method_stats, summarize_run)
+
+logger = logging.getLogger("verl_ext.compare")
+
+
+def parse_floats(text: str | None, what: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x.replace("_", "")) for x in text.split(",") if x.strip()]
+    except ValueError as err:
+        raise SystemExit(f"{what} {text!r}: expected comma-separated numbers") from err
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m verl_ext.compare", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="[NAME=]SOURCE: metrics.jsonl, a run folder, a wandb offline folder, "
+                                           "or wandb:<entity>/<project>/<run_id>")
+    p.add_argument("--out", required=True, help="folder for table.md, summary.json and the PNGs")
+    p.add_argument("--budgets", default=None,
+                   help="rollout counts to compare accuracy at (default: the largest count every run validated at)")
+    p.add_argument("--target", default="auto",
+                   help="accuracy (0-1) for 'rollouts to target'; 'auto' = the lowest method-mean final accuracy; "
+                        "'none' to leave the column out")
+    p.add_argument("--val-source", default=None, help="one data source's val accuracy (default: mean over all)")
+    p.add_argument("--rollouts-per-step", type=float, default=None,
+                   help="for runs without feedback/* metrics (plain verl): train_batch_size x rollout.n")
+    p.add_argument("--name-regex", default=runs_mod.NAME_RE.pattern,
+                   help="regex with named groups 'method' (and 'seed') applied to run names")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib needed)")
+    return p
+
+
+def resolve_target(text: str, summaries) -> float | None:
+    if text == "none":
+        return None
+    if text != "auto":
+        value = parse_floats(text, "--target")[0]
+        if not 0 <= value <= 1:
+            raise SystemExit(f"--target {value}: expected an accuracy in [0, 1]")
+        return value
+    finals = {}
+    for s in summaries:
+        finals.setdefault(s.method, []).append(s.val_final)
+    return min(sum(v) / len(v) for v in finals.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        pattern = re.compile(args.name_regex)
+    except re.error as err:
+        raise SystemExit(f"--name-regex {args.name_regex!r}: {err}") from err
+    runs = [run for spec in args.runs for run in runs_mod.load_runs(spec, pattern)]
+    names = [r.name for r in runs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SystemExit(f"run names must be unique, got {dupes} more than once: name them with NAME=SOURCE")
+    summaries = [summarize_run(r, [], None, args.val_source, args.rollouts_per_step) for r in runs]
+    budgets = parse_floats(args.budgets, "--budgets") or [default_budget(summaries)]
+    target = resolve_target(args.target, summaries)
+    summaries = [summarize_run(r, budgets, target, args.val_source, args.rollouts_per_step) for r in runs]
+    stats = {m: method_stats(group, budgets) for m, group in group_by_method(summaries).items()}
+    out = Path(args.out).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown(stats, budgets, target)
+    (out / "table.md").write_text(table, encoding="utf-8")
+    summary = {"budgets": budgets, "target": target, "val_source": args.val_source or "mean over data sources",
+               "methods": stats, "runs": [s.as_dict() for s in summaries],
+               "sources": {r.name: r.source for r in runs}}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    if not args.no_plots:
+        from verl_ext.compare.plots import plot_all
+
+        for path in plot_all(runs, summaries, out):
+            logger.info("wrote %s", path)
+    sys.stdout.write(table)
+    return 0

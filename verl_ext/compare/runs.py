@@ -1,0 +1,167 @@
+"""Reading training runs: verl's file-logger JSON lines, wandb offline run folders, or the wandb API.
+
+Every reader returns ``Run``s: a name, the method and seed (from the name, or wandb tags/config), and the
+scalar metrics merged per step (a step logged twice — verl logs validation separately — keeps both; a key
+logged twice keeps the later value). Non-numeric values (verl's DAPO value->count dict) are skipped.
+
+Sources (``load_runs``): a ``.jsonl`` file; a folder with ``metrics*.jsonl`` (the CPU launcher writes
+``outputs/<exp>/metrics.jsonl``; several files are merged in modification order, e.g. one per restart); a wandb
+offline folder (``offline-run-*`` with a ``run-*.wandb`` file, or a ``wandb/`` folder holding several);
+``wandb:<entity>/<project>/<run_id>`` through the wandb API (network and a login needed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verl_ext.compare import wandb_offline
+
+logger = logging.getLogger(__name__)
+
+# "<method>_s<seed>" / "<method>-seed3": the names examples/cpu_compare.sh gives its runs.
+NAME_RE = re.compile(r"^(?P<method>.+?)[_-]s(?:eed)?(?P<seed>\d+)$")
+
+
+class RunError(ValueError):
+    """A source that cannot be read; the message names the file and line."""
+
+
+@dataclass
+class Run:
+    name: str
+    method: str
+    seed: str | None
+    source: str
+    steps: dict[int, dict[str, float]] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    skipped_values: int = 0  # non-numeric values left out
+
+    def sorted_steps(self) -> list[int]:
+        return sorted(self.steps)
+
+    def series(self, key: str) -> list[tuple[int, float]]:
+        """(step, value) for every step that logged ``key``."""
+        return [(s, self.steps[s][key]) for s in self.sorted_steps() if key in self.steps[s]]
+
+    def keys(self) -> set[str]:
+        return {k for metrics in self.steps.values() for k in metrics}
+
+
+def method_and_seed(name: str, pattern: re.Pattern[str] = NAME_RE) -> tuple[str, str | None]:
+    m = pattern.match(name)
+    if not m:
+        return name, None
+    groups = m.groupdict()
+    return groups.get("method") or name, groups.get("seed")
+
+
+def add_scalars(run: Run, step: int, data: Mapping[str, Any]) -> None:
+    metrics = run.steps.setdefault(int(step), {})
+    for key, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            run.skipped_values += 1
+            continue
+        value = float(value)
+        if math.isfinite(value):
+            metrics[key] = value
+
+
+def read_file_logger(paths: Iterable[str | os.PathLike], run: Run) -> Run:
+    """verl's ``FileLogger`` lines ``{"step": int, "data": {...}}``; a torn last line (a killed run) is skipped."""
+    for path in paths:
+        name = os.fspath(path)
+        with open(name, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                if lineno == len(lines):
+                    logger.warning("%s line %d: incomplete last line skipped (run killed mid-write?)", name, lineno)
+                    continue
+                raise RunError(f"{name} line {lineno}: not valid JSON ({err.msg})") from err
+            if not isinstance(obj, dict) or not isinstance(obj.get("step"), int) or not isinstance(obj.get("data"), dict):
+                raise RunError(f"{name} line {lineno}: expected {{\"step\": int, \"data\": {{...}}}} (verl's file "
+                               "logger format)")
+            add_scalars(run, obj["step"], obj["data"])
+    return run
+
+
+def _named(name: str | None, default: str, source: str, pattern: re.Pattern[str]) -> Run:
+    run_name = name or default
+    method, seed = method_and_seed(run_name, pattern)
+    return Run(run_name, method, seed, source)
+
+
+def _file_logger_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("metrics*.jsonl"), key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+
+def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:
+    """Runs from ``[NAME=]SOURCE`` (see module docstring). A wandb folder may hold several runs."""
+    name, sep, source = spec.partition("=")
+    if not sep or os.path.exists(spec):
+        name, source = None, spec
+    if source.startswith("wandb:"):
+        return [read_wandb_api(source[len("wandb:"):], name, pattern)]
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"run source not found: {source}")
+    if path.is_file():
+        if path.suffix == ".wandb":
+            return [wandb_offline.read_run(path, name, pattern)]
+        default = path.parent.name if path.name.startswith("metrics") else path.stem
+        return [read_file_logger([path], _named(name, default, str(path), pattern))]
+    files = _file_logger_files(path)
+    if files:
+        return [read_file_logger(files, _named(name, path.name, str(path), pattern))]
+    wandb_files = wandb_offline.find_run_files(path)
+    if wandb_files:
+        if name and len(wandb_files) > 1:
+            raise RunError(f"{source}: NAME= given but the folder holds {len(wandb_files)} wandb runs")
+        return [wandb_offline.read_run(f, name, pattern) for f in wandb_files]
+    raise RunError(f"{source}: no metrics*.jsonl (verl file logger) and no wandb run-*.wandb file found")
+
+
+def read_wandb_api(path: str, name: str | None, pattern: re.Pattern[str]) -> Run:
+    """A run from the wandb service: ``entity/project/run_id`` (needs network and ``wandb login``)."""
+    try:
+        import wandb
+    except ImportError as err:
+        raise RunError("reading wandb:<entity>/<project>/<run_id> needs the wandb package") from err
+    api_run = wandb.Api().run(path)
+    run = _named(name, api_run.name or path.rsplit("/", 1)[-1], f"wandb:{path}", pattern)
+    run.config = dict(api_run.config or {})
+    apply_wandb_labels(run, list(api_run.tags or []), run.config, explicit_name=name is not None)
+    for row in _scan(api_run.scan_history()):
+        step = row.pop("_step", None)
+        if step is not None:
+            add_scalars(run, int(step), {k: v for k, v in row.items() if not k.startswith("_")})
+    return run
+
+
+def _scan(rows: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+    for row in rows:
+        yield dict(row)
+
+
+def apply_wandb_labels(run: Run, tags: list[str], config: Mapping[str, Any], explicit_name: bool) -> None:
+    """The recipe tags runs ``method:<preset>``; the seed is ``heapa.seed`` in the logged config."""
+    if explicit_name:
+        return
+    for tag in tags:
+        if tag.startswith("method:"):
+            run.method = tag.split(":", 1)[1]
+    heapa = config.get("heapa")
+    if run.seed is None and isinstance(heapa, Mapping) and heapa.get("seed") is not None:
+        run.seed = str(heapa["seed"])

@@ -1,0 +1,134 @@
+"""Per-run numbers, grouped by method with mean ± standard deviation over seeds, and the markdown table.
+
+Per run: validation accuracy before training (the first validation, normally step 0), at the end (the last
+validation), at each rollout budget (linear interpolation between the validations on either side, so runs that
+validated at different rollout counts are compared at the same count; a budget past a run's last validation is
+missing), the rollouts of its first validation at or above the target accuracy, and the mean zero-signal share
+over its training steps. Per method: the mean, the sample standard deviation (n-1; 0 for one seed) and the
+number of seeds that contributed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from verl_ext.compare.align import (AlignError, first_reaching, interpolate, rollout_axis, val_series,
+                                    zero_signal_series)
+from verl_ext.compare.runs import Run
+
+
+@dataclass
+class RunSummary:
+    name: str
+    method: str
+    seed: str | None
+    steps: int
+    total_rollouts: float
+    val_initial: float
+    val_final: float
+    val_final_step: int
+    val_at_budget: dict[float, float | None] = field(default_factory=dict)
+    rollouts_to_target: float | None = None
+    zero_signal_mean: float | None = None
+    rollouts_estimated: bool = False
+    val_points: list[tuple[int, float, float]] = field(default_factory=list)  # (step, rollouts, acc)
+
+    def as_dict(self) -> dict:
+        out = dict(self.__dict__)
+        out["val_at_budget"] = {str(int(k)): v for k, v in self.val_at_budget.items()}
+        return out
+
+
+def summarize_run(run: Run, budgets: Sequence[float], target: float | None, data_source: str | None = None,
+                  rollouts_per_step: float | None = None) -> RunSummary:
+    vals = val_series(run, data_source)
+    axis = rollout_axis(run, rollouts_per_step)
+    points = [(step, axis.at(step), acc) for step, acc in vals]
+    curve = [(r, acc) for _, r, acc in points]
+    zero = zero_signal_series(run)
+    last = max(run.sorted_steps())
+    return RunSummary(
+        name=run.name, method=run.method, seed=run.seed, steps=last, total_rollouts=axis.at(last),
+        val_initial=points[0][2], val_final=points[-1][2], val_final_step=points[-1][0],
+        val_at_budget={float(b): interpolate(curve, float(b)) for b in budgets},
+        rollouts_to_target=None if target is None else first_reaching(curve, target),
+        zero_signal_mean=sum(v for _, v in zero) / len(zero) if zero else None,
+        rollouts_estimated=bool(axis.estimated_steps), val_points=points)
+
+
+def default_budget(summaries: Sequence[RunSummary]) -> float:
+    """The largest rollout count at which every run has validated (the smallest last-validation count)."""
+    if not summaries:
+        raise AlignError("no runs to compare")
+    return min(s.val_points[-1][1] for s in summaries)
+
+
+def mean_sd(values: Sequence[float | None]) -> tuple[float | None, float | None, int]:
+    """(mean, sample sd, n) over the values that are not None."""
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return None, None, 0
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, sd, len(xs)
+
+
+def group_by_method(summaries: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
+    groups: dict[str, list[RunSummary]] = {}
+    for s in summaries:
+        groups.setdefault(s.method, []).append(s)
+    return groups
+
+
+def method_stats(runs: Sequence[RunSummary], budgets: Sequence[float]) -> dict:
+    def stat(values: Sequence[float | None]) -> dict:
+        m, sd, n = mean_sd(values)
+        return {"mean": m, "sd": sd, "n": n}
+
+    return {
+        "seeds": [r.seed for r in runs], "runs": [r.name for r in runs],
+        "val_initial": stat([r.val_initial for r in runs]), "val_final": stat([r.val_final for r in runs]),
+        "val_gain": stat([r.val_final - r.val_initial for r in runs]),
+        "val_at_budget": {str(int(b)): stat([r.val_at_budget.get(float(b)) for r in runs]) for b in budgets},
+        "rollouts_to_target": stat([r.rollouts_to_target for r in runs]),
+        "zero_signal_mean": stat([r.zero_signal_mean for r in runs]),
+        "total_rollouts": stat([r.total_rollouts for r in runs]),
+        "steps": stat([float(r.steps) for r in runs]),
+        "rollouts_estimated": any(r.rollouts_estimated for r in runs),
+    }
+
+
+def _pct(s: dict) -> str:
+    if s["mean"] is None:
+        return "–"
+    return f"{100 * s['mean']:.1f} ± {100 * s['sd']:.1f}"
+
+
+def _count(s: dict, of: int) -> str:
+    if s["mean"] is None:
+        return f"– (0/{of})"
+    text = f"{s['mean']:,.0f} ± {s['sd']:,.0f}"
+    return text if s["n"] == of else f"{text} ({s['n']}/{of})"
+
+
+def markdown(stats: dict[str, dict], budgets: Sequence[float], target: float | None) -> str:
+    """One row per method: val accuracy (%) at each budget, final, gain, rollouts to target, zero-signal share."""
+    header = ["method", "seeds"] + [f"val acc @ {int(b):,} rollouts" for b in budgets] + [
+        "final val acc", "gain", f"rollouts to {100 * target:.1f}%" if target is not None else "rollouts to target",
+        "zero-signal share", "rollouts (total)"]
+    lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
+    for method, s in stats.items():
+        n = len(s["runs"])
+        cells = [method + (" *" if s["rollouts_estimated"] else ""), str(n)]
+        cells += [_pct(s["val_at_budget"][str(int(b))]) for b in budgets]
+        cells += [_pct(s["val_final"]), _pct(s["val_gain"]),
+                  _count(s["rollouts_to_target"], n) if target is not None else "–",
+                  _pct(s["zero_signal_mean"]), _count(s["total_rollouts"], n)]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = ["", "Accuracy in % (mean ± sd over seeds); validation accuracy is interpolated between validations "
+             "at the same rollout count; '(k/n)' = only k of n seeds reached it."]
+    if any(s["rollouts_estimated"] for s in stats.values()):
+        notes.append("* some steps were missing from the log; their rollouts were estimated at the run's mean rate.")
+    return "\n".join(lines + notes) + "\n"

@@ -1,0 +1,108 @@
+"""Generating the responses to score: sampling settings, prompt rendering and the back-end choice.
+
+Prompts are the rows' chat messages rendered with the model's own chat template (``add_generation_prompt``),
+as verl renders them for rollouts, so every back-end sees the same text. Back-ends live in their own modules
+and are imported only when chosen: ``vllm`` (GPU, ``gen_vllm``) and ``hf`` (transformers ``generate``, CPU or
+GPU, ``gen_hf``). ``auto`` takes vLLM when it is installed and a GPU is visible, else ``hf``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from verl_ext.evaluation.generations import Problem
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "vllm", "hf")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """The paper's evaluation sampling (T=0.7, top-p=0.7, 16 samples) unless overridden."""
+
+    n: int = 16
+    temperature: float = 0.7
+    top_p: float = 0.7
+    top_k: int = -1
+    max_new_tokens: int = 20480  # the paper-scale response length of the GPU launchers
+    seed: int = 0
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n (samples per problem) must be >= 1, got {self.n}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Generator(Protocol):
+    """``generate(prompts, cfg)`` -> for each rendered prompt, ``cfg.n`` response strings."""
+
+    def generate(self, prompts: Sequence[str], cfg: SamplingConfig) -> list[list[str]]: ...
+
+
+def render_prompts(tokenizer: Any, problems: Sequence[Problem], cfg: SamplingConfig) -> list[str]:
+    """Each problem's chat messages through the tokenizer's chat template (a plain string is one user turn)."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError("the model's tokenizer has no chat template; evaluation renders chat messages with it")
+    out = []
+    for p in problems:
+        messages = [{"role": "user", "content": p.prompt}] if isinstance(p.prompt, str) else list(p.prompt)
+        out.append(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                                 **cfg.chat_template_kwargs))
+    return out
+
+
+def choose_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"backend {name!r}; expected one of {BACKENDS}")
+    if name != "auto":
+        return name
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    return "vllm" if has_vllm and _cuda_available() else "hf"
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def make_generator(backend: str, model_path: str, **kwargs: Any) -> tuple[Generator, Any]:
+    """(generator, tokenizer) for the chosen back-end; ``kwargs`` go to its constructor."""
+    backend = choose_backend(backend)
+    logger.info("generation back-end: %s, model: %s", backend, model_path)
+    if backend == "vllm":
+        from verl_ext.evaluation.gen_vllm import VLLMGenerator
+
+        gen = VLLMGenerator(model_path, **kwargs)
+    else:
+        from verl_ext.evaluation.gen_hf import HFGenerator
+
+        gen = HFGenerator(model_path, **kwargs)
+    return gen, gen.tokenizer
+
+
+def generate_responses(problems: list[Problem], generator: Generator, tokenizer: Any,
+                       cfg: SamplingConfig) -> list[Problem]:
+    """Fill each problem's ``responses`` with ``cfg.n`` samples (replacing any it had)."""
+    prompts = render_prompts(tokenizer, problems, cfg)
+    outputs = generator.generate(prompts, cfg)
+    if len(outputs) != len(problems) or any(len(o) != cfg.n for o in outputs):
+        raise RuntimeError(f"back-end returned {len(outputs)} prompt results (expected {len(problems)}) or a "
+                           f"wrong number of samples (expected {cfg.n} each)")
+    for p, responses in zip(problems, outputs):
+        p.responses = list(responses)
+    return problems
