@@ -1,12 +1,15 @@
 """Configuration of augmentation (what the policy is asked to write) and of the teacher (who validates it).
 
 Dataclasses with paper defaults (spec §5) mirrored by the recipe's YAML; every field is a Hydra override.
-``__post_init__`` validates and names the offending field, so a bad override fails at start-up, not mid-run.
+``__post_init__`` first converts each field to its declared type (Hydra hands over strings and ints as typed on
+the command line) and then validates; both name the offending field, so a bad override (``timeout_s=abc``) fails
+at start-up with ``TeacherConfig.timeout_s='abc': must be a number``, not mid-run with a TypeError.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +39,46 @@ DEFAULT_TEACHER_PROMPT = (
 
 def _fail(owner: str, name: str, value: Any, why: str) -> None:
     raise ValueError(f"{owner}.{name}={value!r}: {why}")
+
+
+def _to_number(owner: str, name: str, value: Any, kind: type) -> Any:
+    if isinstance(value, bool):
+        _fail(owner, name, value, f"must be {'an integer' if kind is int else 'a number'}, not a bool")
+    try:
+        number = float(value) if kind is float else int(value) if isinstance(value, (int, str)) else value
+    except (TypeError, ValueError):
+        number = None
+    if isinstance(number, float) and math.isnan(number):
+        number = None  # never a valid setting
+    if kind is int and isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if not isinstance(number, kind):
+        _fail(owner, name, value, "must be an integer" if kind is int else "must be a number")
+    return number
+
+
+def _coerce_fields(obj: Any) -> None:
+    """Convert each scalar field to its declared type (``float``, ``int``, ``bool``, ``str``, ``X | None``)."""
+    owner = type(obj).__name__
+    for f in dataclasses.fields(obj):
+        kind = str(f.type)
+        value = getattr(obj, f.name)
+        optional = kind.endswith(" | None")
+        kind = kind.removesuffix(" | None")
+        if value is None and optional:
+            continue
+        if kind in ("float", "int"):
+            value = _to_number(owner, f.name, value, float if kind == "float" else int)
+        elif kind == "bool" and not isinstance(value, bool):
+            _fail(owner, f.name, value, "must be true or false")
+        elif kind == "str":
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = str(value)  # Hydra reads `model=7` as an int
+            elif not isinstance(value, str):
+                _fail(owner, f.name, value, "must be a string")
+        elif kind.startswith("dict") and not isinstance(value, Mapping):
+            _fail(owner, f.name, value, "must be a mapping")
+        setattr(obj, f.name, value)
 
 
 def _shots_default() -> list[dict[str, Any]]:
@@ -68,6 +111,7 @@ class AugmentConfig:
 
     def __post_init__(self) -> None:
         o = "AugmentConfig"
+        _coerce_fields(self)
         if self.parent_selection not in PARENT_SELECTIONS:
             _fail(o, "parent_selection", self.parent_selection, f"must be one of {PARENT_SELECTIONS}")
         if not 0.0 <= self.band_low <= self.band_high <= 1.0:
@@ -107,9 +151,16 @@ class AugmentConfig:
 class TeacherConfig:
     """The teacher backend and its transport limits.
 
-    ``api_key_env`` holds the NAME of an environment variable with the key, never the key itself ('' = no key,
-    e.g. a local vLLM server). ``concurrency`` is both the validator's worker count and the cap on simultaneous
-    requests. ``prompt`` is the system message; the user message carries the original and the generation.
+    ``api_key_env`` holds the NAME of an environment variable with the key, never the key itself; when the
+    variable is unset or '' requests go without a key (a local vLLM server needs none). ``timeout_s`` bounds each
+    HTTP attempt in total (connect + send + the whole body), so a server that trickles bytes cannot hold a worker;
+    ``max_retries`` more attempts follow timeouts, dropped or cut-off responses, 408/429 and 5xx, after an
+    exponential backoff or the server's ``Retry-After`` (capped at ``max_retry_after_s``). ``temperature`` and
+    ``max_tokens`` are sent only when set (hosted reasoning models reject them); ``extra_body`` adds any other
+    request field (e.g. ``{max_completion_tokens: 2048}``). Verdicts whose clean problem exceeds
+    ``max_clean_chars`` or whose answer exceeds ``max_answer_chars`` are rejected (counted). ``probe_timeout_s``:
+    how long the recipe's start-up check waits for the server (0 = no check). ``concurrency`` is both the
+    validator's worker count and the cap on simultaneous requests; ``prompt`` is the system message.
     """
 
     backend: str = "programmatic"
@@ -120,31 +171,41 @@ class TeacherConfig:
     max_retries: int = 3
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
+    max_retry_after_s: float = 60.0
     concurrency: int = 8
     queue_capacity: int = 4096
     json_mode: bool = True
-    temperature: float = 0.0
-    max_tokens: int = 1024
+    temperature: float | None = None
+    max_tokens: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
     max_clean_chars: int = 4000
+    max_answer_chars: int = 512
     latency_window: int = 1024
+    probe_timeout_s: float = 10.0
     prompt: str = DEFAULT_TEACHER_PROMPT
 
     def __post_init__(self) -> None:
         o = "TeacherConfig"
+        _coerce_fields(self)
         if self.backend not in TEACHER_BACKENDS:
             _fail(o, "backend", self.backend, f"must be one of {TEACHER_BACKENDS}")
         if self.backend == "openai":
             if not self.model:
-                _fail(o, "model", self.model, "required for backend 'openai'")
+                _fail(o, "model", self.model, "required for backend 'openai' (set TEACHER_MODEL)")
             if not self.base_url.startswith(("http://", "https://")):
                 _fail(o, "base_url", self.base_url, "must start with http:// or https://")
-        for name in ("timeout_s", "concurrency", "queue_capacity", "max_tokens", "max_clean_chars",
+        for name in ("timeout_s", "concurrency", "queue_capacity", "max_clean_chars", "max_answer_chars",
                      "latency_window"):
             if getattr(self, name) <= 0:
                 _fail(o, name, getattr(self, name), "must be > 0")
-        for name in ("max_retries", "backoff_s", "max_backoff_s", "temperature"):
+        for name in ("max_retries", "backoff_s", "max_backoff_s", "max_retry_after_s", "probe_timeout_s"):
             if getattr(self, name) < 0:
                 _fail(o, name, getattr(self, name), "must be >= 0")
+        if self.temperature is not None and self.temperature < 0:
+            _fail(o, "temperature", self.temperature, "must be >= 0 (or null: not sent)")
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            _fail(o, "max_tokens", self.max_tokens, "must be > 0 (or null: not sent)")
+        self.extra_body = dict(self.extra_body)
         if not self.prompt.strip():
             _fail(o, "prompt", self.prompt, "must not be empty")
 

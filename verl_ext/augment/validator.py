@@ -67,6 +67,7 @@ class AsyncValidator:
         self._cond = threading.Condition()
         self._queue: deque[tuple[int, Candidate]] = deque()
         self._in_flight: dict[int, Candidate] = {}
+        self._started: dict[int, float] = {}  # seq -> monotonic start of the teacher call (the age metric)
         self._inbox: deque[tuple[Candidate, Verdict]] = deque()
         self._outcomes: Counter[str] = Counter()
         self._stats: Counter[str] = Counter()
@@ -97,8 +98,9 @@ class AsyncValidator:
     def close(self, timeout: float = 5.0) -> None:
         """Stop the workers; queued and unfinished work stays available to ``state_dict``.
 
-        A worker blocked inside a request cannot be interrupted; it is a daemon thread and its result is still
-        recorded if it finishes. Backoff sleeps end at once via ``teacher.close()``.
+        ``teacher.close()`` ends backoff sleeps at once and, for the HTTP teacher, cancels requests in flight
+        (they are re-queued, not judged). A teacher that cannot be interrupted keeps its daemon thread until the
+        call returns; its result is still recorded.
         """
         with self._cond:
             self._stop = True
@@ -169,6 +171,8 @@ class AsyncValidator:
                 "augment/dropped_closed": float(self._stats["dropped_closed"]),
                 "augment/drained": float(self._stats["drained"]),
                 "augment/requeued": float(self._stats["requeued"]),
+                # A stuck teacher shows here long before counts move: the age of the oldest unfinished call.
+                "teacher/oldest_inflight_s": time.monotonic() - min(self._started.values()) if self._started else 0.0,
             }
             finished = sum(self._outcomes.values())
             out.update({f"teacher/outcome/{k}": float(v) for k, v in self._outcomes.items()})
@@ -209,6 +213,7 @@ class AsyncValidator:
         with self._cond:
             self._queue.clear()
             self._in_flight.clear()
+            self._started.clear()
             self._inbox = deque(inbox)
             self._outcomes = Counter({str(k): int(v) for k, v in state.get("outcomes", {}).items()})
             self._stats = Counter({str(k): int(v) for k, v in state.get("stats", {}).items()})
@@ -231,7 +236,7 @@ class AsyncValidator:
                     return
                 seq, cand = self._queue.popleft()
                 self._in_flight[seq] = cand
-            start = time.monotonic()
+                start = self._started[seq] = time.monotonic()
             outcome, verdict = self._call(cand)
             elapsed = time.monotonic() - start
             self._finish(seq, cand, outcome, verdict, elapsed)
@@ -251,6 +256,7 @@ class AsyncValidator:
 
     def _finish(self, seq: int, cand: Candidate, outcome: str, verdict: Verdict | None, elapsed: float) -> None:
         with self._cond:
+            self._started.pop(seq, None)
             if self._in_flight.pop(seq, None) is None:
                 return  # state was replaced by load_state_dict meanwhile
             if outcome == _CLOSED and self._stop:

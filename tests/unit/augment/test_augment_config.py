@@ -46,11 +46,29 @@ def test_augment_config_errors_name_the_field(kwargs: dict, field: str) -> None:
         ({"max_retries": -1}, "max_retries"),
         ({"concurrency": 0}, "concurrency"),
         ({"prompt": " "}, "prompt"),
+        ({"timeout_s": "abc"}, "timeout_s='abc': must be a number"),
+        ({"timeout_s": "nan"}, "timeout_s='nan': must be a number"),
+        ({"max_retries": 1.5}, "max_retries=1.5: must be an integer"),
+        ({"concurrency": True}, "concurrency=True: must be an integer, not a bool"),
+        ({"json_mode": "maybe"}, "json_mode='maybe': must be true or false"),
+        ({"temperature": -1}, "temperature"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_answer_chars": 0}, "max_answer_chars"),
+        ({"extra_body": "x"}, "extra_body='x': must be a mapping"),
+        ({"probe_timeout_s": -1}, "probe_timeout_s"),
     ],
 )
 def test_teacher_config_errors_name_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         TeacherConfig(**kwargs)
+
+
+def test_values_are_converted_to_the_declared_types() -> None:
+    cfg = TeacherConfig(timeout_s="5", max_retries=2.0, model=7, temperature=None)
+    assert cfg.timeout_s == 5.0 and cfg.max_retries == 2 and cfg.model == "7" and cfg.temperature is None
+    assert AugmentConfig(num_parents="3", temperature=1).num_parents == 3
+    with pytest.raises(ValueError, match="AugmentConfig.top_p='high': must be a number"):
+        AugmentConfig(top_p="high")
 
 
 def test_from_dict_rejects_unknown_keys() -> None:

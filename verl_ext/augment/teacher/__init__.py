@@ -5,6 +5,7 @@ from __future__ import annotations
 from verl_ext.augment.config import TeacherConfig
 from verl_ext.augment.teacher.base import REASON_ACCEPTED, Teacher, TeacherError, Verdict
 from verl_ext.augment.teacher.openai_compat import OpenAITeacher
+from verl_ext.augment.teacher.probe import TeacherUnreachableError, probe_teacher
 from verl_ext.augment.teacher.programmatic import ProgrammaticTeacher
 
 __all__ = [
@@ -13,8 +14,10 @@ __all__ = [
     "ProgrammaticTeacher",
     "Teacher",
     "TeacherError",
+    "TeacherUnreachableError",
     "Verdict",
     "build_teacher",
+    "probe_teacher",
 ]
 
 

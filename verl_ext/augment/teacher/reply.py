@@ -20,6 +20,7 @@ REASON_UNSOLVABLE = "unsolvable"
 REASON_NO_ANSWER = "no_answer"
 REASON_EMPTY_CLEAN = "empty_clean"
 REASON_TOO_LONG = "too_long"
+REASON_ANSWER_TOO_LONG = "answer_too_long"
 
 MAX_REPLY_CHARS = 65_536
 # raw_decode is tried at each '{' in turn; capping the attempts keeps a reply full of braces linear-ish.
@@ -74,11 +75,12 @@ def _as_difficulty(value: Any) -> float | None:
     return None if math.isnan(f) else clamp_difficulty(f)
 
 
-def verdict_from_reply(content: str, max_clean_chars: int) -> Verdict:
+def verdict_from_reply(content: str, max_clean_chars: int, max_answer_chars: int | None = None) -> Verdict:
     """Map a reply ``{"clean", "solvable", "answer", "difficulty"}`` to a verdict.
 
     Accepted only when solvable, with a non-empty clean problem within ``max_clean_chars`` and a non-empty
-    answer: a "solvable" item without an answer is rejected ('no_answer'), never inserted.
+    answer within ``max_answer_chars``: a "solvable" item without an answer is rejected ('no_answer') and an
+    over-long answer ('answer_too_long': a rambling teacher must not bloat the pool and its checkpoints).
     """
     obj = extract_json_object(content) if isinstance(content, str) else None
     if obj is None:
@@ -97,4 +99,6 @@ def verdict_from_reply(content: str, max_clean_chars: int) -> Verdict:
     answer = _as_answer(obj.get("answer"))
     if answer is None:
         return Verdict.reject(REASON_NO_ANSWER, solvable=True)
+    if max_answer_chars is not None and len(answer) > max_answer_chars:
+        return Verdict.reject(REASON_ANSWER_TOO_LONG, solvable=True)
     return Verdict.accept(clean, answer, _as_difficulty(obj.get("difficulty")))
