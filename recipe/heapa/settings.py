@@ -5,6 +5,7 @@ Bad values fail before Ray starts, with the offending key named (``heapa.pool.lo
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -12,13 +13,14 @@ from verl_ext.adapters.rows import RowFormat
 from verl_ext.augment import AugmentConfig, TeacherConfig
 from verl_ext.pool import PoolConfig
 from verl_ext.pool.lineage import LineageConfig
+from verl_ext.rollout import AR3POConfig
 from verl_ext.selection import available_strategies, get_strategy_class
 
 from .augmentation import parse_augment_config
 
 PLATFORMS = ("gpu", "cpu")
 _KNOWN = {"method", "platform", "seed", "rows", "pool", "selection", "lineage", "feedback", "augmentation",
-          "teacher", "trace_file", "poll_interval_s"}
+          "teacher", "trace_file", "poll_interval_s", "ar3po", "hive"}
 
 
 class HeapaConfigError(ValueError):
@@ -33,6 +35,25 @@ class FeedbackSettings:
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.pass_threshold) < 1.0:
             raise HeapaConfigError(f"heapa.feedback.pass_threshold must be in [0, 1), got {self.pass_threshold}")
+
+
+@dataclass
+class HiveSettings:
+    """HIVE's online verification in the recipe (``heapa.hive``); used when ``heapa.selection.name=hive``.
+
+    ``verify``: run the actor's prompt-entropy pass for HIVE's candidates (off = history-only selection).
+    ``tail_tokens``: average the next-token entropy over the last N prompt positions only (0 = all positions,
+    template tokens included; the last position is the policy's distribution over its first response token).
+    """
+
+    verify: bool = True
+    tail_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verify, bool):
+            raise HeapaConfigError(f"verify must be a bool, got {self.verify!r}")
+        if isinstance(self.tail_tokens, bool) or not isinstance(self.tail_tokens, int) or self.tail_tokens < 0:
+            raise HeapaConfigError(f"tail_tokens must be an integer >= 0, got {self.tail_tokens!r}")
 
 
 @dataclass
@@ -52,6 +73,8 @@ class HeapaSettings:
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
     trace_file: str | None = None
     poll_interval_s: float | None = None
+    ar3po: AR3POConfig = field(default_factory=AR3POConfig)
+    hive: HiveSettings = field(default_factory=HiveSettings)
 
 
 def _section(block: Mapping[str, Any], key: str, build):
@@ -100,4 +123,21 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
         teacher=_section(block, "teacher", TeacherConfig.from_dict),
         trace_file=block.get("trace_file") or None,
         poll_interval_s=_poll_interval(block.get("poll_interval_s")),
+        ar3po=_section(block, "ar3po", AR3POConfig.from_dict),
+        hive=_section(block, "hive", lambda d: HiveSettings(**d)),
     )
+
+
+def strategy_kwargs(name: str, user_kwargs: Mapping[str, Any], seed: int, **wiring: Any) -> dict[str, Any]:
+    """Constructor arguments for strategy ``name``: the user's ``heapa.selection.kwargs``, plus ``heapa.seed`` when
+    the class takes a ``seed`` the user did not set, plus the recipe's wiring (HIVE's ``prompt_entropy``) for the
+    parameters the class declares. Without this every strategy ran on its default seed 0 whatever ``heapa.seed`` said.
+    """
+    params = inspect.signature(get_strategy_class(name)).parameters
+    kwargs = dict(user_kwargs)
+    if "seed" in params and "seed" not in kwargs:
+        kwargs["seed"] = int(seed)
+    for key, value in wiring.items():
+        if key in params and value is not None and key not in kwargs:
+            kwargs[key] = value
+    return kwargs

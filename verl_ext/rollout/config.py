@@ -47,7 +47,9 @@ class ReuseConfig:
     - ``mode``: ``replace`` swaps one wrong response for the stored one (group size stays fixed, so batch shapes
       and GRPO's group sizes do not change); ``append`` adds it (one more sample). *Unverified*: default replace.
     - ``per_prompt``: correct responses kept per prompt (newest win). ``capacity``: responses kept in total; when
-      full, the least recently used prompt is evicted whole (counted).
+      full, the least recently used prompt is evicted whole (counted). The bank is saved in the recipe's
+      ``heapa_state.json`` at every checkpoint (token ids and rollout log-probs: ~15 bytes per response token), so
+      the default capacity (4096) is sized for 4k-token responses at ~250 MB; raise it knowingly.
     - ``max_age``: a stored response older than this many steps is not reused (0 = no limit). The paper's
       off-policy handling is *unverified*; staleness is the cheapest guard against replaying a far-off policy.
     - ``weight``: loss weight the adapter gives reused samples (1.0 = treat as on-policy). *Unverified* knob.
@@ -56,8 +58,8 @@ class ReuseConfig:
 
     enabled: bool = True
     mode: str = "replace"
-    per_prompt: int = 2
-    capacity: int = 100_000
+    per_prompt: int = 1
+    capacity: int = 4096
     max_age: int = 0
     weight: float = 1.0
     mark_field: str = "ar3po_reused"
@@ -95,7 +97,8 @@ class AR3POConfig:
 
     A prompt stops as soon as one of its responses is correct (``acc > success_threshold``). Unsolved prompts get
     up to ``max_stages`` stages in all, never more than ``max_per_prompt`` responses (the last stage is trimmed to
-    fit). With the defaults a prompt costs 4, 8 or 12 responses. All sizes are *unverified* knobs (the paper
+    fit). With the defaults a prompt costs 4, 8, 12 or 16 responses: the ceiling equals GRPO's usual n=16, so an
+    AR3PO run and a GRPO run with the same ceiling compare directly. All sizes are *unverified* knobs (the paper
     reports ~5.7 responses/prompt late in training).
 
     ``success_threshold``: rewards here are verl's per-trajectory ``acc`` (0/1 for math); 0.5 separates them
@@ -105,7 +108,7 @@ class AR3POConfig:
     enabled: bool = False
     k1: int = 4
     k_s: int = 4
-    max_stages: int = 3
+    max_stages: int = 4
     max_per_prompt: int = 16
     success_threshold: float = 0.5
     reuse: ReuseConfig = field(default_factory=ReuseConfig)
@@ -130,6 +133,16 @@ class AR3POConfig:
     def max_responses(self) -> int:
         """Most responses any prompt can receive in one step (stages and cap together)."""
         return min(self.max_per_prompt, self.k1 + (self.max_stages - 1) * self.k_s)
+
+    def stage_of(self, position: int) -> int:
+        """Stage (1-based) that produces the response at 0-based ``position`` of a prompt's group.
+
+        Stage 1 makes positions ``[0, k1)``, stage s > 1 makes ``[k1 + (s-2) k_s, k1 + (s-1) k_s)``; the cap only
+        trims the last stage, so the formula holds for every group the planner allows.
+        """
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise ValueError(f"AR3POConfig.stage_of: position={position!r} must be an integer >= 0")
+        return 1 if position < self.k1 else 2 + (position - self.k1) // self.k_s
 
     def is_correct(self, acc: float) -> bool:
         """Whether one response counts as correct (the stop rule and the bank both use this)."""

@@ -9,10 +9,11 @@ from verl_ext.rollout import AR3POConfig, ReuseConfig, group_stats, is_zero_adva
 
 def test_defaults_and_max_responses():
     cfg = AR3POConfig()
-    assert (cfg.k1, cfg.k_s, cfg.max_stages, cfg.max_per_prompt) == (4, 4, 3, 16)
-    assert cfg.max_responses() == 12
+    assert (cfg.k1, cfg.k_s, cfg.max_stages, cfg.max_per_prompt) == (4, 4, 4, 16)
+    assert cfg.max_responses() == 16
+    assert AR3POConfig(max_stages=3).max_responses() == 12
     assert AR3POConfig(k1=4, k_s=8, max_stages=3, max_per_prompt=16).max_responses() == 16
-    assert cfg.reuse.mode == "replace" and cfg.reuse.per_prompt == 2 and cfg.reuse.capacity == 100_000
+    assert cfg.reuse.mode == "replace" and cfg.reuse.per_prompt == 1 and cfg.reuse.capacity == 4096
     assert cfg.is_correct(1.0) and not cfg.is_correct(0.0) and not cfg.is_correct(0.5)
 
 

@@ -89,7 +89,7 @@ def test_driving_errors_are_loud_and_change_nothing():
 
 def test_begin_resets_and_empty_step_is_done():
     p = StagePlanner(AR3POConfig())
-    _drive(p, [1], {1: [0] * 12})
+    _drive(p, [1], {1: [0] * 16})
     assert p.begin([]) == {} and p.done() and p.groups() == {}
     assert p.begin([2]) == {2: 4} and p.groups() == {2: []}
 
