@@ -24,7 +24,7 @@ from typing import Any
 from verl_ext.evaluation import generations as gens
 from verl_ext.evaluation import report
 from verl_ext.evaluation.metrics import score_all
-from verl_ext.evaluation.scoring import FORMATS, score_problems
+from verl_ext.evaluation.scoring import FORMATS, count_flags, score_problems
 
 logger = logging.getLogger("verl_ext.evaluation")
 
@@ -61,8 +61,11 @@ def score_and_write(problems: list[gens.Problem], args: argparse.Namespace, meta
     with open(out / "scored.jsonl", "w", encoding="utf-8") as f:
         for rec in records:
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    flags = count_flags(records)
+    if any(flags.values()):
+        logger.warning("the scorer flagged %s responses (scored as wrong)", flags)
     result = {"schema_version": report.SCHEMA_VERSION, "run": args.run or out.name, "format": args.format,
-              **meta, **metrics, "scoring_seconds": round(time.monotonic() - t0, 3)}
+              **meta, **metrics, "scorer_flags": flags, "scoring_seconds": round(time.monotonic() - t0, 3)}
     report.write_json(result, out / "result.json")
     table = report.markdown_table([result])
     (out / "table.md").write_text(table, encoding="utf-8")

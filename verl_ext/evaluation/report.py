@@ -31,7 +31,10 @@ def write_json(obj: Mapping[str, Any], path: str | os.PathLike) -> None:
 def read_result(path: str | os.PathLike) -> dict:
     """One result JSON; a file that is not one names what is missing."""
     with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{os.fspath(path)}: not an evaluation result (invalid JSON: {err})") from err
     if not isinstance(data, dict) or "benchmarks" not in data:
         raise ValueError(f"{os.fspath(path)}: not an evaluation result (no 'benchmarks'); write one with "
                          "`python -m verl_ext.evaluation score ...`")
@@ -72,7 +75,6 @@ def markdown_table(results: Sequence[Mapping[str, Any]], metric: str = "avg") ->
     if not results:
         raise ValueError("markdown_table: no results")
     columns, rows = table_rows(results, metric)
-    n = _samples_label(results, metric)
     header = ["run", *[DISPLAY.get(c, c) for c in columns], "Avg"]
     best = [max((row[j] for row in rows if row[j] is not None), default=None) for j in range(1, len(header))]
     lines = [f"| {' | '.join(header)} |", "|" + "---|" + "---:|" * (len(header) - 1)]
@@ -85,9 +87,17 @@ def markdown_table(results: Sequence[Mapping[str, Any]], metric: str = "avg") ->
             text = f"{100 * v:.1f}"
             cells.append(f"**{text}**" if len(rows) > 1 and best[j] is not None and math.isclose(v, best[j]) else text)
         lines.append(f"| {' | '.join(cells)} |")
-    return f"{metric if metric != 'avg' else 'avg@' + n} (%)\n\n" + "\n".join(lines) + "\n"
+    return _title(results, metric) + "\n\n" + "\n".join(lines) + "\n"
 
 
-def _samples_label(results: Sequence[Mapping[str, Any]], metric: str) -> str:
-    ns = {b.get("samples_per_problem") for r in results for b in r["benchmarks"].values()}
-    return str(ns.pop()) if len(ns) == 1 else "k"
+def _title(results: Sequence[Mapping[str, Any]], metric: str) -> str:
+    """``avg@16 (%)``; when runs sampled different numbers per problem, each run's n is spelled out."""
+    if metric != "avg":
+        return f"{metric} (%)"
+    per_run = {str(r.get("run") or "run"): sorted({b.get("samples_per_problem") for b in r["benchmarks"].values()})
+               for r in results}
+    ns = {n for values in per_run.values() for n in values}
+    if len(ns) == 1:
+        return f"avg@{ns.pop()} (%)"
+    spelled = ", ".join(f"{run} {'/'.join(map(str, values))}" for run, values in per_run.items())
+    return f"avg@n (%), n = samples per problem: {spelled}"

@@ -22,22 +22,24 @@ FORMATS = ("boxed", "dapo", "auto")
 
 
 def score_response(data_source: str, response: str, ground_truth: str, extra_info: dict | None,
-                   fmt: str) -> tuple[float, str]:
-    """(acc in {0, 1}, extracted answer) for one response."""
+                   fmt: str) -> tuple[float, str, str | None]:
+    """(acc in {0, 1}, extracted answer, "timeout"/"error" when the scorer flagged one, else None)."""
     from verl_ext.reward.math_score import compute_score
 
     out = compute_score(data_source, response, ground_truth, extra_info, format=fmt)
-    return float(out["acc"]), str(out.get("pred") or "")
+    flag = "timeout" if out.get("timeout") else "error" if out.get("error") else None
+    return float(out["acc"]), str(out.get("pred") or ""), flag
 
 
-def _score_problem(args: tuple[str, list[str], str, dict | None, str]) -> tuple[list[float], list[str]]:
+def _score_problem(args: tuple[str, list[str], str, dict | None, str]) -> tuple[list[float], list[str], list]:
     data_source, responses, ground_truth, extra_info, fmt = args
-    accs, preds = [], []
+    accs, preds, flags = [], [], []
     for r in responses:
-        acc, pred = score_response(data_source, r, ground_truth, extra_info, fmt)
+        acc, pred, flag = score_response(data_source, r, ground_truth, extra_info, fmt)
         accs.append(acc)
         preds.append(pred)
-    return accs, preds
+        flags.append(flag)
+    return accs, preds, flags
 
 
 class Progress:
@@ -62,7 +64,8 @@ def score_problems(problems: Sequence[Problem], fmt: str = "auto", workers: int 
                    k: int | None = None) -> tuple[list[ProblemResult], list[dict[str, Any]]]:
     """Score every response; ``k`` keeps the first k responses of each problem (fewer is an error).
 
-    Returns the per-problem results and per-problem records (``correct``, ``preds``) for the scored file.
+    Returns the per-problem results and per-problem records (``correct``, ``preds``, and ``flags`` where the
+    scorer reported a timeout or an error: those responses count as wrong) for the scored file.
     """
     if fmt not in FORMATS:
         raise ValueError(f"format={fmt!r}; expected one of {FORMATS}")
@@ -81,7 +84,7 @@ def score_problems(problems: Sequence[Problem], fmt: str = "auto", workers: int 
             raise ValueError(f"{p.where}: problem {p.key} has no responses")
         jobs.append((p.data_source, responses, p.ground_truth, p.extra_info, fmt))
     progress = Progress("scoring problems", len(jobs))
-    outputs: list[tuple[list[float], list[str]]] = []
+    outputs: list[tuple[list[float], list[str], list]] = []
     if workers == 1:
         for job in jobs:
             outputs.append(_score_problem(job))
@@ -92,8 +95,21 @@ def score_problems(problems: Sequence[Problem], fmt: str = "auto", workers: int 
                 outputs.append(out)
                 progress.advance()
     results, records = [], []
-    for p, (accs, preds) in zip(problems, outputs):
+    for p, (accs, preds, flags) in zip(problems, outputs):
         results.append(ProblemResult(p.data_source, p.index, tuple(accs)))
-        records.append({"data_source": p.data_source, "index": p.index, "ground_truth": p.ground_truth,
-                        "correct": accs, "preds": preds})
+        record = {"data_source": p.data_source, "index": p.index, "ground_truth": p.ground_truth,
+                  "correct": accs, "preds": preds}
+        if any(flags):
+            record["flags"] = flags
+        records.append(record)
     return results, records
+
+
+def count_flags(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How many responses the scorer flagged, by kind (a counted outcome, not a silent zero)."""
+    counts = {"timeout": 0, "error": 0}
+    for rec in records:
+        for flag in rec.get("flags", ()):
+            if flag:
+                counts[flag] = counts.get(flag, 0) + 1
+    return counts

@@ -1,0 +1,63 @@
+"""`python -m verl_ext.compare` on launcher-shaped run folders: table, summary JSON and PNGs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from verl_ext.compare.cli import main
+from verl_ext.compare.summary import mean_sd
+
+
+def test_two_methods_three_seeds(tmp_path, make_run_dir, capsys):
+    runs = []
+    for seed, shift in enumerate((0.02, 0.03, 0.04)):
+        runs.append(make_run_dir(f"heapa_dapo_s{seed}", val_shift=shift))
+        runs.append(make_run_dir(f"grpo_s{seed}", grpo=True, val_shift=shift / 2))
+    out = tmp_path / "cmp"
+    assert main([*map(str, runs), "--out", str(out), "--target", "0.41"]) == 0
+    table = (out / "table.md").read_text()
+    assert table == capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    # GRPO generates 128 rollouts in 4 steps, HeaPA-DAPO 520: the common budget is GRPO's last validation
+    assert summary["budgets"] == [128.0]
+    heapa, grpo = summary["methods"]["heapa_dapo"], summary["methods"]["grpo"]
+    assert heapa["seeds"] == ["0", "1", "2"] and grpo["total_rollouts"]["mean"] == 128
+    # heapa at 128 rollouts: between its step-0 (0 rollouts) and step-2 (260) validations
+    base = 0.34375
+    expected = [base + shift * 2 * 128 / 260 for shift in (0.02, 0.03, 0.04)]
+    m, sd, n = mean_sd(expected)
+    assert heapa["val_at_budget"]["128"] == {"mean": pytest.approx(m), "sd": pytest.approx(sd), "n": 3}
+    assert grpo["val_final"]["mean"] == pytest.approx(base + 4 * 0.015)
+    # target 0.41: every heapa seed crosses it (at step 2 or 4); of grpo (finals .384/.404/.424) only seed 2
+    assert heapa["rollouts_to_target"]["n"] == 3 and grpo["rollouts_to_target"] == {"mean": 128, "sd": 0.0, "n": 1}
+    lines = table.splitlines()
+    assert lines[0].startswith("| method | seeds | val acc @ 128 rollouts | final val acc |")
+    assert lines[2].startswith("| heapa_dapo | 3 | ") and "128 ± 0 (1/3)" in lines[3]
+    for png in ("val_vs_step.png", "val_vs_rollouts.png", "zero_signal.png", "pool.png"):
+        assert (out / png).stat().st_size > 5000
+
+
+def test_auto_target_budgets_and_estimated_flag(tmp_path, make_run_dir):
+    a = make_run_dir("grpo_s0", grpo=True, val_shift=0.01)
+    b = make_run_dir("grpo_s1", grpo=True, val_shift=0.03, drop_steps=(1,))
+    out = tmp_path / "cmp"
+    assert main([str(a), str(b), "--out", str(out), "--budgets", "64,1_000", "--no-plots"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["target"] == pytest.approx(0.34375 + 4 * 0.02)  # the one method's mean final accuracy
+    assert summary["methods"]["grpo"]["val_at_budget"]["1000"]["n"] == 0  # past every run's last validation
+    assert summary["methods"]["grpo"]["rollouts_estimated"] is True
+    table = (out / "table.md").read_text()
+    assert "| grpo * | 2 |" in table and "estimated" in table
+    assert not (out / "val_vs_step.png").exists()
+
+
+def test_bad_arguments(tmp_path, make_run_dir):
+    a = make_run_dir("grpo_s0")
+    with pytest.raises(SystemExit, match="unique"):
+        main([str(a), f"grpo_s0={a}", "--out", str(tmp_path / "o"), "--no-plots"])
+    with pytest.raises(SystemExit, match="--target"):
+        main([str(a), "--out", str(tmp_path / "o"), "--target", "40", "--no-plots"])
+    with pytest.raises(SystemExit, match="--budgets"):
+        main([str(a), "--out", str(tmp_path / "o"), "--budgets", "lots", "--no-plots"])
