@@ -1,8 +1,11 @@
 """Entry point: ``python -m recipe.heapa.main_heapa method=heapa_dapo platform=gpu data.train_files=...``.
 
-Composes verl's ``ppo_trainer`` config with the recipe's (``config/heapa_trainer.yaml``), validates the
-``heapa:`` block before Ray starts, and runs the recipe's own small Ray runner: verl's ``TaskRunnerV1`` is a
-``@ray.remote`` class (it cannot be subclassed) and its trainer registry refuses a second "sync" trainer.
+Composes verl's ``ppo_trainer`` config with the recipe's (``config/heapa_trainer.yaml``), then, in the driver and
+before Ray starts: validates the ``heapa:`` block, expands ``~`` in paths, validates the data files and checks
+that the teacher answers (``preflight.py``), so bad input fails in seconds naming file, row, field or key. The
+recipe's own small Ray runner does the rest: verl's ``TaskRunnerV1`` is a ``@ray.remote`` class (it cannot be
+subclassed) and its trainer registry refuses a second "sync" trainer. The runner starts a new attempt of the
+metrics and trace files (``run_files.py``) before the trainer opens them, so a resumed run loses none.
 """
 
 from __future__ import annotations
@@ -29,12 +32,16 @@ class HeapaTaskRunner:
         from verl.utils.import_utils import load_class_from_fqn
         from verl.utils.logging_utils import configure_verl_logging
 
+        from recipe.heapa.run_files import prepare_run_files
         from recipe.heapa.trainer import HeapaTrainer
+        from verl_ext.adapters._config import configure_logging
 
         configure_verl_logging()
+        configure_logging()
         config.transfer_queue.enable = True
         OmegaConf.resolve(config)
         logger.info("heapa config:\n%s", pformat(OmegaConf.to_container(config.heapa)))
+        logger.info("run files: %s", prepare_run_files(config))
         tq.init(config.transfer_queue)
         trainer = None
         succeeded = False
@@ -60,15 +67,26 @@ class HeapaTaskRunner:
                 tq.close()
 
 
-def prepare(config: DictConfig) -> None:
-    """Validate and switch the platform on, in the driver, before Ray starts its workers."""
+def read_settings(config: DictConfig):
+    """The validated ``heapa:`` block (paths ``~``-expanded first); cheap: verl itself is not imported yet."""
+    from recipe.heapa.preflight import expand_paths
     from recipe.heapa.settings import parse_settings
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
+    from verl_ext.adapters._config import LOG_LEVEL_ENV, configure_logging
 
+    _forward_env(config, {LOG_LEVEL_ENV: configure_logging()})
+    expand_paths(config)
     settings = parse_settings(OmegaConf.to_container(config.heapa, resolve=True))
     with open_dict(config):
         config.heapa.method = settings.method  # `${hydra:...}` resolves only in this process, not in Ray actors
+    return settings
+
+
+def prepare(config: DictConfig):
+    """Validate the config and switch the platform on, in the driver, before Ray starts its workers."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    settings = read_settings(config)
     if not config.trainer.get("use_v1", True):
         raise ValueError("the heapa recipe runs on verl's V1 trainer: trainer.use_v1 must stay true")
     if settings.platform == "cpu":
@@ -78,6 +96,7 @@ def prepare(config: DictConfig) -> None:
         _forward_env(config, {"VERL_PLATFORM": "cpu", **ENV_DEFAULTS})
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
+    return settings
 
 
 def _forward_env(config: DictConfig, values: dict[str, str]) -> None:
@@ -107,8 +126,12 @@ def _tag_run(config: DictConfig, settings) -> None:
 
 @hydra.main(config_path="config", config_name="heapa_trainer", version_base=None)
 def main(config: DictConfig) -> None:
+    from recipe.heapa.preflight import check_data, check_teacher
     from verl.trainer.main_ppo import run_ppo
 
+    settings = read_settings(config)
+    check_data(config, settings)  # before verl's heavy imports: a data error shows in seconds
+    check_teacher(settings)
     prepare(config)
     run_ppo(config, task_runner_class=HeapaTaskRunner)
 

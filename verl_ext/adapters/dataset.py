@@ -92,6 +92,11 @@ class PoolDataset(Dataset):
             self._add_pending(self._pool)
         return self._pool
 
+    @property
+    def num_pending(self) -> int:
+        """Seed rows loaded and checked but not yet put into a pool."""
+        return len(self._pending) if self._pending is not None else 0
+
     def attach_pool(self, pool: QueryPool, add_seeds: bool = True) -> None:
         """Use ``pool`` from now on; with ``add_seeds`` the loaded seed rows go into it (once)."""
         if add_seeds and self._pending is None:
