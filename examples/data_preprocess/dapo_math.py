@@ -47,8 +47,7 @@ def is_non_english(text: str) -> bool:
 
 def problem_and_answer(row: Any) -> tuple[str, str, str | None, bool]:
     """(bare problem, exact answer, the dataset's own id, whether DAPO's wording was found)."""
-    if not isinstance(row, dict):
-        raise c.BadRow(f"row is {type(row).__name__}, expected an object")
+    row = c.check_row(row)
     prompt = row.get("prompt")
     if isinstance(prompt, (list, tuple)) or type(prompt).__name__ == "ndarray":  # verl rows
         users = [m for m in list(prompt) if isinstance(m, dict) and m.get("role") == "user"]

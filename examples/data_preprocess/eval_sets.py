@@ -72,8 +72,7 @@ def extras(row: dict, bench: Benchmark) -> dict[str, Any]:
 
 def convert_math_row(row: dict, i: int, bench: Benchmark, template: str, label: str) -> dict:
     """One math benchmark row; ``BadRow`` names the reason when it cannot be used."""
-    if not isinstance(row, dict):
-        raise c.BadRow(f"row is {type(row).__name__}, expected an object")
+    row = c.check_row(row)
     _, problem = c.text_field(row, PROBLEM_FIELDS, "problem")
     if bench.context_field and isinstance(row.get(bench.context_field), str) and row[bench.context_field].strip():
         problem = f"{row[bench.context_field].strip()}\n\n{problem}"

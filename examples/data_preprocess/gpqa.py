@@ -37,8 +37,7 @@ def prompt_text(question: str, choices: list[str], template: str) -> str:
 
 
 def convert_row(row: Any, i: int, *, data_source: str, split: str, source: str, template: str, seed: int) -> dict:
-    if not isinstance(row, dict):
-        raise c.BadRow(f"row is {type(row).__name__}, expected an object")
+    row = c.check_row(row)
     _, question = c.text_field(row, QUESTION_FIELDS, "question")
     originals = []
     for name in (CORRECT, *INCORRECT):

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from verl_ext.adapters.row_files import BadLine, iter_file, iter_jsonl
 
 
 class GenerationsError(ValueError):
@@ -77,8 +79,12 @@ def read_generations(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> 
     problems: dict[tuple[str, str], Problem] = {}
     for path in files:
         name = os.fspath(path)
-        for lineno, obj in _iter_jsonl(name):
-            where = f"{name} line {lineno}"
+        if not os.path.exists(name):
+            raise FileNotFoundError(f"generations file not found: {name}")
+        for at, obj in iter_jsonl(name):
+            where = f"{name} {at}"
+            if isinstance(obj, BadLine):
+                raise GenerationsError(f"{where}: {obj.message}")
             line, responses = _line_problem(obj, where)
             known = problems.get(line.key)
             if known is None:
@@ -95,36 +101,17 @@ def read_generations(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> 
     return list(problems.values())
 
 
-def _iter_jsonl(path: str) -> Iterator[tuple[int, Any]]:
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"generations file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as err:
-                raise GenerationsError(f"{path} line {lineno}: not valid JSON ({err.msg})") from err
-
-
 def load_eval_data(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Problem]:
-    """Problems (no responses) from verl parquet/jsonl rows: ``data_source``, ``prompt``,
+    """Problems (no responses) from verl parquet/json/jsonl rows: ``data_source``, ``prompt``,
     ``reward_model.ground_truth`` and ``extra_info.index`` per row; duplicates and gaps raise naming the row."""
-    import pyarrow.parquet as pq
-
     files = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     out: dict[tuple[str, str], Problem] = {}
     for path in files:
         name = os.fspath(path)
-        if not os.path.exists(name):
-            raise FileNotFoundError(f"evaluation data not found: {name}")
-        if name.endswith(".parquet"):
-            rows: Iterable[tuple[int, Any]] = enumerate(pq.read_table(name).to_pylist())
-        else:
-            rows = ((n - 1, obj) for n, obj in _iter_jsonl(name))
-        for i, row in rows:
-            problem = _data_problem(row, f"{name} row {i}")
+        for at, row in iter_file(name):
+            if isinstance(row, BadLine):
+                raise GenerationsError(f"{name} {at}: {row.message}")
+            problem = _data_problem(row, f"{name} {at}")
             if problem.key in out:
                 raise GenerationsError(f"{problem.where}: duplicate (data_source, extra_info.index) {problem.key}, "
                                        f"first at {out[problem.key].where}")

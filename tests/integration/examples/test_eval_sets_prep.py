@@ -70,16 +70,16 @@ def test_rows_load_with_verl_rlhf_dataset(bench_file, tmp_path, tiny_assets):
 def test_bad_rows_are_reported_with_file_row_reason(write_jsonl, tmp_path, capsys):
     src = write_jsonl([{"problem": "1+1?", "answer": "2"}, {"problem": "  ", "answer": "3"}, [1, 2],
                        {"problem": "no answer"}, {"question": "bool?", "answer": True},
-                       {"problem": "ok", "answer": 7}], "math500.jsonl")
+                       {"problem": "ok", "answer": 7}, "{not json"], "math500.jsonl")
     assert eval_sets.main(["math500", "--local", str(src), "--out-dir", str(tmp_path / "o")]) == 0
     report = json.loads((tmp_path / "o" / "math500.report.json").read_text())
-    assert report["rows_read"] == 6 and report["rows_written"] == 2 and report["bad_count"] == 4
+    assert report["rows_read"] == 7 and report["rows_written"] == 2 and report["bad_count"] == 5
     reasons = {b["row"]: b["reason"] for b in report["bad_rows"]}
     assert all(b["file"] == str(src) for b in report["bad_rows"])
     assert reasons[1] == "field 'problem' is empty" and "expected an object" in reasons[2]
-    assert "no answer field" in reasons[3] and "boolean" in reasons[4]
+    assert "no answer field" in reasons[3] and "boolean" in reasons[4] and reasons[6].startswith("invalid JSON")
     assert [r["extra_info"]["index"] for r in read(tmp_path / "o" / "math500.parquet")] == [0, 5]  # ids stay put
-    assert "bad 4" in capsys.readouterr().err
+    assert "bad 5" in capsys.readouterr().err
     assert eval_sets.main(["math500", "--local", str(src), "--out-dir", str(tmp_path / "s"), "--strict"]) == 2
     assert not (tmp_path / "s" / "math500.parquet").exists()
 

@@ -47,16 +47,16 @@ def test_grouped_and_per_response_lines_merge_in_order(tmp_path):
 ])
 def test_bad_lines_name_file_line_and_field(tmp_path, obj, field):
     f = write_lines(tmp_path / "g.jsonl", [{"data_source": "a", "index": 0, "response": "ok"}, obj])
-    with pytest.raises(GenerationsError, match=rf"g\.jsonl line 2: .*'?{field}"):
+    with pytest.raises(GenerationsError, match=rf"g\.jsonl row 1 \(line 2\): .*'?{field}"):
         read_generations(f)
 
 
 def test_invalid_json_and_conflicting_ground_truth(tmp_path):
-    with pytest.raises(GenerationsError, match="line 1: not valid JSON"):
+    with pytest.raises(GenerationsError, match=r"row 0 \(line 1\): invalid JSON"):
         read_generations(write_lines(tmp_path / "a.jsonl", ["{oops"]))
     f = write_lines(tmp_path / "b.jsonl", [{"data_source": "a", "index": 0, "response": "x", "ground_truth": "1"},
                                            {"data_source": "a", "index": 0, "response": "y", "ground_truth": "2"}])
-    with pytest.raises(GenerationsError, match="line 2: ground_truth '2' differs"):
+    with pytest.raises(GenerationsError, match=r"\(line 2\): ground_truth '2' differs"):
         read_generations(f)
     with pytest.raises(GenerationsError, match="no generations"):
         read_generations(write_lines(tmp_path / "c.jsonl", [""]))
@@ -70,7 +70,7 @@ def test_ground_truth_from_eval_data(tmp_path):
     assert problems[0].ground_truth == "025" and problems[0].extra_info == {"index": 7}
     missing = read_generations(write_lines(tmp_path / "h.jsonl", [{"data_source": "aime24", "index": 99,
                                                                      "response": "x"}]))
-    with pytest.raises(GenerationsError, match=r"h\.jsonl line 1: problem \('aime24', '99'\) has no ground_truth"):
+    with pytest.raises(GenerationsError, match=r"h\.jsonl row 0 \(line 1\): problem \('aime24', '99'\) has no"):
         attach_ground_truth(missing, data)
     clash = read_generations(write_lines(tmp_path / "i.jsonl", [{"data_source": "aime24", "index": 7,
                                                                    "response": "x", "ground_truth": "25"}]))
