@@ -5,12 +5,22 @@
 # Hydra overrides passed through ("$@"). Without a GPU: the embedded default — the tiny offline assets on the
 # CPU backend for ~20 steps — so a newcomer sees the recipe (and the pool metrics) move on a laptop.
 # FORCE_CPU=1 / FORCE_GPU=1 skip the detection; DRY_RUN=1 prints the trainer's Hydra overrides, one per line.
+# A leading ~/ in the path variables (also inside a quoted list: VAL_FILES='[~/a.parquet,~/b.parquet]') is
+# expanded here: Hydra's override grammar rejects an unquoted ~ and verl would not expand it.
+# Every attempt of a run keeps its metrics: a resumed run moves the previous metrics.jsonl aside to
+# metrics.attempt-<k>.jsonl (see docs/run_files.md).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 if [[ -z "${PYTHON:-}" ]]; then
   if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python3; fi
 fi
+expand_home() {  # ~/x at the start, after '[' or after ',' -> $HOME/x
+  local sep='#'
+  [[ "$HOME" == *"#"* ]] && sep='|'
+  printf '%s' "$1" | sed -E "s${sep}(^|[[,])~/${sep}\1${HOME}/${sep}g"
+}
+absolute() { if [[ "$1" == /* ]]; then printf '%s' "$1"; else printf '%s' "$ROOT/$1"; fi; }
 PROJECT="${PROJECT:-verl-heapa}"
 EXP_NAME="${EXP_NAME:-${METHOD}}"
 
@@ -21,8 +31,8 @@ have_gpu() {
 }
 
 if ! have_gpu; then
-  ASSETS="${VERL_EXT_ASSETS:-$ROOT/.assets/tiny}"
-  OUT="${OUT_DIR:-$ROOT/outputs/$EXP_NAME}"
+  ASSETS="$(expand_home "${VERL_EXT_ASSETS:-$ROOT/.assets/tiny}")"
+  OUT="$(absolute "$(expand_home "${OUT_DIR:-$ROOT/outputs/$EXP_NAME}")")"
   ARGS=(
     method="$METHOD" platform=cpu
     data.train_files="$ASSETS/data/train.parquet" data.val_files="$ASSETS/data/val.parquet"
@@ -37,9 +47,10 @@ if ! have_gpu; then
     "trainer.logger=[console,file]" trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME"
     trainer.total_training_steps="${STEPS:-20}" trainer.save_freq=10 trainer.test_freq=10
     trainer.val_before_train=True trainer.default_local_dir="$OUT/ckpt" trainer.resume_mode="${RESUME_MODE:-auto}"
+    heapa.teacher.backend=programmatic  # the arithmetic task's exact checker; no teacher server needed
   )
   if [[ "$METHOD" == heapa_* ]]; then  # the tiny model writes variants in its warm-start format; checked exactly
-    ARGS+=(heapa.augmentation.prompt_preset=tiny heapa.teacher.backend=programmatic heapa.teacher.concurrency=2
+    ARGS+=(heapa.augmentation.prompt_preset=tiny heapa.teacher.concurrency=2
            heapa.augmentation.max_new_tokens=24 heapa.augmentation.num_parents=4 heapa.augmentation.band_high=1.0)
   fi
   ARGS+=("$@")
@@ -52,9 +63,10 @@ if ! have_gpu; then
   exec timeout "${TIMEOUT_S:-1800}" "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"
 fi
 
-MODEL_PATH="${MODEL_PATH:-Qwen/Qwen3-4B-Instruct-2507}"
-TRAIN_FILE="${TRAIN_FILE:-$HOME/data/dapo-math-17k/train.parquet}"
-VAL_FILES="${VAL_FILES:-[$HOME/data/eval/aime24.parquet,$HOME/data/eval/aime25.parquet,$HOME/data/eval/math500.parquet]}"
+MODEL_PATH="$(expand_home "${MODEL_PATH:-Qwen/Qwen3-4B-Instruct-2507}")"
+TRAIN_FILE="$(expand_home "${TRAIN_FILE:-$HOME/data/dapo-math-17k/train.parquet}")"
+VAL_FILES="$(expand_home "${VAL_FILES:-[$HOME/data/eval/aime24.parquet,$HOME/data/eval/aime25.parquet,$HOME/data/eval/math500.parquet]}")"
+CKPT_DIR="$(absolute "$(expand_home "${CKPT_DIR:-checkpoints/$PROJECT/$EXP_NAME}")")"
 NNODES="${NNODES:-1}"
 NGPUS_PER_NODE="${NGPUS_PER_NODE:-8}"
 ARGS=(
@@ -71,11 +83,14 @@ ARGS=(
   actor_rollout_ref.rollout.gpu_memory_utilization=0.8
   actor_rollout_ref.rollout.val_kwargs.n=16 actor_rollout_ref.rollout.val_kwargs.temperature=0.7
   actor_rollout_ref.rollout.val_kwargs.top_p=0.7 actor_rollout_ref.rollout.val_kwargs.do_sample=True
-  "trainer.logger=[console,wandb]" trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME"
+  "trainer.logger=${LOGGERS:-[console,wandb,file]}" trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME"
   trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$NGPUS_PER_NODE"
   trainer.total_training_steps="${TOTAL_STEPS:-500}" trainer.save_freq="${SAVE_FREQ:-50}"
-  trainer.test_freq="${TEST_FREQ:-25}" trainer.default_local_dir="${CKPT_DIR:-checkpoints/$PROJECT/$EXP_NAME}"
-  "$@"
+  trainer.test_freq="${TEST_FREQ:-25}" trainer.default_local_dir="$CKPT_DIR"
 )
+# Methods without augmentation never call a teacher: do not require TEACHER_MODEL for them.
+[[ "$METHOD" == heapa_* ]] || ARGS+=(heapa.teacher.backend=programmatic)
+ARGS+=("$@")
 if [[ "${DRY_RUN:-0}" == "1" ]]; then printf '%s\n' "${ARGS[@]}"; exit 0; fi
+export VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$CKPT_DIR/metrics.jsonl}"
 exec "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"
