@@ -2,20 +2,21 @@
 # The CPU comparison experiment (issue 14): every method preset x SEEDS on the embedded CPU default, then
 # `python -m verl_ext.compare` over all runs. An experiment (tens of minutes on 2 cores), not a CI test.
 #
-#   bash examples/cpu_compare.sh                              # grpo dapo ps heapa_grpo heapa_dapo (+ other presets) x 0 1 2
+#   bash examples/cpu_compare.sh                # every preset (the paper's five first) x seeds 0 1 2
 #   SEEDS="0 1" STEPS=40 METHODS="grpo heapa_grpo" bash examples/cpu_compare.sh trainer.test_freq=4
-#   DRY_RUN=1 bash examples/cpu_compare.sh                    # print the commands, run nothing
+#   DRY_RUN=1 bash examples/cpu_compare.sh      # print the commands, run nothing
 #
-# Each run: scripts/run_<method>_qwen.sh with FORCE_CPU=1, EXP_NAME=<method>_s<seed>, OUT_DIR=$OUT_ROOT/<method>_s<seed>,
-# seeded through heapa.seed, data.seed, the actor's data_loader_seed, rollout.seed and the hf rollout server's
-# seed; extra arguments are Hydra overrides passed to every run. A preset without a launcher script runs through
-# scripts/_launch.sh with METHOD set (what every launcher does). Runs wait on the shared lock (LOCK, empty = none)
-# so two Ray clusters never share the 2 cores. A run whose metrics already reach STEPS is skipped (SKIP_DONE=0
-# reruns it); a failed run is reported and the others continue; the comparison covers the runs that finished.
+# Each run: scripts/run_<method>_qwen.sh with FORCE_CPU=1, EXP_NAME=<method>_s<seed>,
+# OUT_DIR=$OUT_ROOT/<method>_s<seed>, seeded through heapa.seed, data.seed, the actor's data_loader_seed,
+# rollout.seed and the hf rollout server's seed; extra arguments are Hydra overrides passed to every run. A preset
+# without a launcher script runs through scripts/_launch.sh with METHOD set (what every launcher does). Runs wait
+# on the shared lock (LOCK, empty = none) so two Ray clusters never share the 2 cores. A run whose metrics already
+# reach STEPS is skipped (SKIP_DONE=0 reruns it); a failed run is reported and the others continue; the
+# comparison covers the runs that finished.
 #
-# Knobs: SEEDS (default "0 1 2"), STEPS (20), METHODS (default: the five above, then every other preset in
-# recipe/heapa/config/method/), TEST_FREQ (5: validations per run matter for the curves), OUT_ROOT
-# (outputs/cpu_compare), COMPARE_OUT ($OUT_ROOT/compare), RESUME_MODE (disable: each run starts fresh),
+# Knobs: SEEDS (default "0 1 2"), STEPS (20), METHODS (default: grpo dapo ps heapa_grpo heapa_dapo, then every
+# other preset in recipe/heapa/config/method/), TEST_FREQ (5: validations per run matter for the curves),
+# OUT_ROOT (outputs/cpu_compare), COMPARE_OUT ($OUT_ROOT/compare), RESUME_MODE (disable: each run starts fresh),
 # LOCK (/tmp/verl_ext_e2e.lock), SKIP_DONE (1), DRY_RUN (0), PYTHON.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -98,8 +98,8 @@ def convert(source: c.Source, template: str, limit: int | None = None) -> tuple[
             kept_row, kept_answer = first_answer[key]
             if kept_answer != answer:
                 report.drop("duplicate_conflicting_answer")
-                report.notes.setdefault("conflicts", []).append(
-                    {"file": source.label, "row": i, "kept_row": kept_row, "answer": answer, "kept_answer": kept_answer})
+                report.notes.setdefault("conflicts", []).append({"file": source.label, "row": i, "kept_row": kept_row,
+                                                                 "answer": answer, "kept_answer": kept_answer})
             else:
                 report.drop("duplicate")
             continue

@@ -5,9 +5,12 @@ scalar metrics merged per step (a step logged twice — verl logs validation sep
 logged twice keeps the later value). Non-numeric values (verl's DAPO value->count dict) are skipped.
 
 Sources (``load_runs``): a ``.jsonl`` file; a folder with ``metrics*.jsonl`` (the CPU launcher writes
-``outputs/<exp>/metrics.jsonl``; several files are merged in modification order, e.g. one per restart); a wandb
+``outputs/<exp>/metrics.jsonl`` and moves a resumed run's earlier log to ``metrics.attempt-<k>.jsonl``; all are
+merged, oldest first); a wandb
 offline folder (``offline-run-*`` with a ``run-*.wandb`` file, or a ``wandb/`` folder holding several);
 ``wandb:<entity>/<project>/<run_id>`` through the wandb API (network and a login needed).
+A step logged by two attempts of a resumed run (the steps after its last checkpoint are trained again) is taken
+from the later attempt.
 """
 
 from __future__ import annotations
@@ -63,8 +66,9 @@ def method_and_seed(name: str, pattern: re.Pattern[str] = NAME_RE) -> tuple[str,
     return groups.get("method") or name, groups.get("seed")
 
 
-def add_scalars(run: Run, step: int, data: Mapping[str, Any]) -> None:
-    metrics = run.steps.setdefault(int(step), {})
+def add_scalars(run: Run, step: int, data: Mapping[str, Any], steps: dict[int, dict[str, float]] | None = None) -> None:
+    """Numeric, finite values of ``data`` into ``steps`` (default ``run.steps``) at ``step``."""
+    metrics = (run.steps if steps is None else steps).setdefault(int(step), {})
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             run.skipped_values += 1
@@ -75,9 +79,13 @@ def add_scalars(run: Run, step: int, data: Mapping[str, Any]) -> None:
 
 
 def read_file_logger(paths: Iterable[str | os.PathLike], run: Run) -> Run:
-    """verl's ``FileLogger`` lines ``{"step": int, "data": {...}}``; a torn last line (a killed run) is skipped."""
+    """verl's ``FileLogger`` lines ``{"step": int, "data": {...}}``; a torn last line (a killed run) is skipped.
+
+    Within a file the lines of one step merge key by key; a step that a later file logs again is replaced whole.
+    """
     for path in paths:
         name = os.fspath(path)
+        file_steps: dict[int, dict[str, float]] = {}
         with open(name, encoding="utf-8") as f:
             lines = f.read().splitlines()
         for lineno, line in enumerate(lines, start=1):
@@ -90,10 +98,12 @@ def read_file_logger(paths: Iterable[str | os.PathLike], run: Run) -> Run:
                     logger.warning("%s line %d: incomplete last line skipped (run killed mid-write?)", name, lineno)
                     continue
                 raise RunError(f"{name} line {lineno}: not valid JSON ({err.msg})") from err
-            if not isinstance(obj, dict) or not isinstance(obj.get("step"), int) or not isinstance(obj.get("data"), dict):
+            shaped = isinstance(obj, dict) and isinstance(obj.get("step"), int) and isinstance(obj.get("data"), dict)
+            if not shaped:
                 raise RunError(f"{name} line {lineno}: expected {{\"step\": int, \"data\": {{...}}}} (verl's file "
                                "logger format)")
-            add_scalars(run, obj["step"], obj["data"])
+            add_scalars(run, obj["step"], obj["data"], file_steps)
+        run.steps.update(file_steps)
     return run
 
 
@@ -103,8 +113,19 @@ def _named(name: str | None, default: str, source: str, pattern: re.Pattern[str]
     return Run(run_name, method, seed, source)
 
 
+_ATTEMPT_RE = re.compile(r"^metrics\.attempt-(\d+)\.jsonl$")
+
+
 def _file_logger_files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("metrics*.jsonl"), key=lambda p: (p.stat().st_mtime_ns, p.name))
+    """Oldest first, so later attempts' values win: ``metrics.attempt-<k>.jsonl`` (the launcher moves a resumed
+    run's earlier log aside) by k, other ``metrics*.jsonl`` by modification time, ``metrics.jsonl`` last."""
+    def order(p: Path) -> tuple:
+        m = _ATTEMPT_RE.match(p.name)
+        if m:
+            return (0, int(m.group(1)), 0, p.name)
+        return (2, 0, 0, p.name) if p.name == "metrics.jsonl" else (1, 0, p.stat().st_mtime_ns, p.name)
+
+    return sorted(folder.glob("metrics*.jsonl"), key=order)
 
 
 def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:

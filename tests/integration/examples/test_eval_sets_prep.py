@@ -108,8 +108,8 @@ def test_other_math_benchmarks_in_their_hub_layouts(write_jsonl, tmp_path):
 
 def gpqa_row(i):
     return {"Record ID": f"rec{i}", "Question": f"Question {i}?", "Correct Answer": f"right {i}",
-            "Incorrect Answer 1": f"wrong a{i}", "Incorrect Answer 2": f"wrong b{i}", "Incorrect Answer 3": f"wrong c{i}",
-            "Subdomain": "Physics"}
+            "Incorrect Answer 1": f"wrong a{i}", "Incorrect Answer 2": f"wrong b{i}",
+            "Incorrect Answer 3": f"wrong c{i}", "Subdomain": "Physics"}
 
 
 def test_gpqa_letters_follow_a_recorded_deterministic_shuffle(write_jsonl, tmp_path):

@@ -44,17 +44,21 @@ def test_explicit_name_file_path_and_missing_source(tmp_path, make_run_dir):
 def test_restart_files_merge_and_bad_lines(tmp_path, caplog, probe_file):
     folder = tmp_path / "grpo_s0"
     folder.mkdir()
-    lines = (probe_file.read_text()).splitlines()
-    (folder / "metrics.jsonl").write_text("\n".join(lines[:3]) + "\n")
-    (folder / "metrics.2.jsonl").write_text("\n".join(lines[3:]) + '\n{"step": 5, "da')  # killed mid-write
-    os.utime(folder / "metrics.jsonl", ns=(1, 1))
+    lines = probe_file.read_text().splitlines()
+    # attempt 1 logged steps 0-3 with other values; the resumed attempt re-ran 3 and went on to 4
+    first = [json.dumps({"step": s, "data": {"val-core/arith/acc/mean@1": 0.0, "x": 1.0}}) for s in range(4)]
+    (folder / "metrics.attempt-1.jsonl").write_text("\n".join(first) + "\n")
+    (folder / "metrics.jsonl").write_text("\n".join(lines[3:]) + '\n{"step": 5, "da')  # killed mid-write
+    os.utime(folder / "metrics.attempt-1.jsonl", ns=(2**62, 2**62))  # mtime must not decide the order
     with caplog.at_level("WARNING"):
         [run] = load_runs(str(folder))
     assert run.sorted_steps() == [0, 1, 2, 3, 4] and "incomplete last line" in caplog.text
-    (folder / "metrics.2.jsonl").write_text('{"step": 5, "da\n{"step": 6, "data": {}}\n')
-    with pytest.raises(RunError, match=r"metrics\.2\.jsonl line 1: not valid JSON"):
+    assert run.steps[2] == {"val-core/arith/acc/mean@1": 0.0, "x": 1.0}  # only attempt 1 logged step 2
+    assert run.steps[3]["feedback/n_records"] == 8.0 and "x" not in run.steps[3]  # re-run step 3: the later attempt
+    (folder / "metrics.jsonl").write_text('{"step": 5, "da\n{"step": 6, "data": {}}\n')
+    with pytest.raises(RunError, match=r"metrics\.jsonl line 1: not valid JSON"):
         load_runs(str(folder))
-    (folder / "metrics.2.jsonl").write_text('{"step": "5", "data": {}}\n')
+    (folder / "metrics.jsonl").write_text('{"step": "5", "data": {}}\n')
     with pytest.raises(RunError, match="line 1: expected"):
         load_runs(str(folder))
 
@@ -76,7 +80,8 @@ def test_rollouts_per_step_match_the_probe_by_hand(tmp_path, make_run_dir):
 
 
 def test_recipe_counters_win_and_fallbacks(tmp_path, make_run_dir):
-    extra = {1: {"rollout/gen_responses": 40.0}, 2: {"rollout/gen_responses": 40.0}, 3: {"rollout/gen_responses_cum": 500.0}}
+    extra = {1: {"rollout/gen_responses": 40.0}, 2: {"rollout/gen_responses": 40.0},
+             3: {"rollout/gen_responses_cum": 500.0}}
     [run] = load_runs(str(make_run_dir("a_s0", extra=extra)))
     axis = rollout_axis(run)
     assert [axis.at(s) for s in range(5)] == [0, 40, 80, 500, 656]  # step 4: feedback formula (39 groups x 4)
