@@ -103,7 +103,7 @@ def convert(bench: Benchmark, source: c.Source, template: str, seed: int) -> tup
             report.bad(i, str(err))
             continue
         rows.append(out)
-    if source.hub and bench.expected_rows is not None and report.rows_read != bench.expected_rows:
+    if source.hub == bench.hub and bench.expected_rows is not None and report.rows_read != bench.expected_rows:
         c.logger.warning("%s: read %d rows, the published set has %d", source.label, report.rows_read,
                          bench.expected_rows)
     report.notes.update(benchmark=bench.name, template=template)
@@ -118,6 +118,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out-dir", default="~/data/eval", help="where <name>.parquet and <name>.report.json go")
     p.add_argument("--local", action="append", default=[], metavar="[NAME=]PATH",
                    help="read a local json/jsonl/parquet file instead of the hub (NAME= needed with several names)")
+    p.add_argument("--hub", action="append", default=[], metavar="NAME=REPO[:CONFIG]:SPLIT",
+                   help="read NAME from another hub dataset, e.g. aime25=yentinglin/aime_2025:train")
     p.add_argument("--template", choices=c.TEMPLATES, default="boxed",
                    help="prompt wording: boxed (verl's \\boxed{} suffix), dapo (DAPO's 'Answer:' line) or raw")
     p.add_argument("--seed", type=int, default=0, help="GPQA choice-shuffle seed (recorded in each row)")
@@ -139,6 +141,18 @@ def local_files(args: argparse.Namespace, names: list[str]) -> dict[str, str]:
     return out
 
 
+def hub_sources(args: argparse.Namespace, names: list[str]) -> dict[str, c.Source]:
+    """The hub source of each benchmark: its default, or ``--hub NAME=REPO[:CONFIG]:SPLIT``."""
+    out = {n: c.Source(hub=BENCHMARKS[n].hub, config=BENCHMARKS[n].config, split=BENCHMARKS[n].split) for n in names}
+    for item in args.hub:
+        name, _, spec = item.partition("=")
+        parts = spec.split(":")
+        if name not in names or len(parts) not in (2, 3) or not all(parts):
+            raise SystemExit(f"--hub {item}: expected NAME=REPO[:CONFIG]:SPLIT with NAME among {names}")
+        out[name] = c.Source(hub=parts[0], config=parts[1] if len(parts) == 3 else None, split=parts[-1])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     c.setup_logging()
     args = parse_args(argv)
@@ -147,12 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; known: {', '.join(BENCHMARKS)} or 'all'")
     local = local_files(args, names)
+    hub = hub_sources(args, names)
     out_dir = Path(args.out_dir).expanduser()
     status = 0
     for name in names:
         bench = BENCHMARKS[name]
-        source = (c.Source(local=local[name]) if name in local
-                  else c.Source(hub=bench.hub, config=bench.config, split=bench.split))
+        source = c.Source(local=local[name]) if name in local else hub[name]
         rows, report = convert(bench, source, args.template, args.seed)
         if args.strict and report.bad_count:
             status = max(status, c.finish(report, strict=True))

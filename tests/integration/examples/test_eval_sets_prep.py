@@ -148,6 +148,12 @@ def test_hub_path_calls_load_dataset_with_name_config_split(monkeypatch, tmp_pat
     assert calls == [("Idavidrein/gpqa", "gpqa_diamond", "train")]
     report = json.loads((tmp_path / "gpqa_diamond.report.json").read_text())
     assert report["source"] == "Idavidrein/gpqa:gpqa_diamond:train"
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config=None, split=None: calls.append(
+        (name, config, split)) or [{"problem": "p", "answer": "1"}])
+    assert eval_sets.main(["aime25", "--hub", "aime25=yentinglin/aime_2025:train", "--out-dir", str(tmp_path)]) == 0
+    assert calls[-1] == ("yentinglin/aime_2025", None, "train")
+    with pytest.raises(SystemExit, match="--hub"):
+        eval_sets.main(["aime25", "--hub", "aime24=x:train", "--out-dir", str(tmp_path)])
 
 
 def test_cli_runs_as_a_script(bench_file, tmp_path, repo_dir):

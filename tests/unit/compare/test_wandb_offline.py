@@ -79,3 +79,27 @@ def test_framing_reader_handles_blocks_and_torn_tails(tmp_path, caplog):
     path.write_bytes(b"not a wandb file")
     with pytest.raises(ValueError, match="not a wandb run file"):
         list(wandb_offline.iter_records(path))
+
+
+def test_wandb_api_path_reads_history_rows(monkeypatch, probe_file):
+    """The `wandb:<entity>/<project>/<run_id>` reader against a stand-in for wandb.Api (no network here)."""
+    wandb = pytest.importorskip("wandb")
+    rows = [{"_step": obj["step"], "_runtime": 1.0, **obj["data"]}
+            for obj in map(json.loads, probe_file.read_text().splitlines())]
+
+    class FakeRun:
+        name, tags, config = "grpo-4b", ["method:grpo"], {"heapa": {"seed": 2}}
+
+        def scan_history(self):
+            return iter([dict(r) for r in rows])
+
+    class FakeApi:
+        def run(self, path):
+            assert path == "me/math-rl/abc123"
+            return FakeRun()
+
+    monkeypatch.setattr(wandb, "Api", FakeApi)
+    [run] = load_runs("wandb:me/math-rl/abc123")
+    assert (run.name, run.method, run.seed, run.source) == ("grpo-4b", "grpo", "2", "wandb:me/math-rl/abc123")
+    assert run.sorted_steps() == [0, 1, 2, 3, 4] and "_runtime" not in run.steps[1]
+    assert run.steps[4]["feedback/n_rollouts"] == 32.0
