@@ -50,9 +50,11 @@ def apply_template(problem: str, template: str) -> str:
 
 
 def strip_dapo_template(text: str) -> tuple[str, bool]:
-    """The bare problem inside DAPO's prompt wording, and whether the wording was found."""
-    if text.startswith(DAPO_PREFIX) and text.endswith(DAPO_SUFFIX):
-        return text[len(DAPO_PREFIX): len(text) - len(DAPO_SUFFIX)], True
+    """The bare problem inside DAPO's prompt wording (blank lines around it may vary), and whether it was found."""
+    head, tail = DAPO_PREFIX.rstrip(), DAPO_SUFFIX.lstrip()
+    body = text.strip()
+    if body.startswith(head) and body.endswith(tail) and len(body) > len(head) + len(tail):
+        return body[len(head): len(body) - len(tail)].strip(), True
     return text, False
 
 
@@ -201,27 +203,37 @@ class Report:
                 f"dropped: {drops}")
 
 
+def write_report(report: Report, out_path: Path) -> Path:
+    """``<name>.report.json`` next to ``out_path`` (written also when ``--strict`` refuses the data)."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path = out_path.with_name(out_path.stem + ".report.json")
+    report_path.write_text(json.dumps(report.as_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report_path
+
+
 def write_rows(rows: list[dict], out_path: Path, report: Report) -> None:
-    """Parquet for verl plus ``<name>.report.json`` next to it."""
+    """Parquet for verl plus its report; no usable rows at all is an error (exit with the summary)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if not rows:
-        raise ValueError(f"{report.source}: no usable rows to write to {out_path} ({report.summary()})")
+        write_report(report, out_path)
+        raise SystemExit(f"{report.source}: no usable rows to write to {out_path} ({report.summary()})")
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_suffix(out_path.suffix + ".tmp")
     pq.write_table(pa.Table.from_pylist(rows), tmp)
     os.replace(tmp, out_path)
     report.rows_written = len(rows)
-    report_path = out_path.with_name(out_path.stem + ".report.json")
-    report_path.write_text(json.dumps(report.as_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_report(report, out_path)
 
 
-def finish(report: Report, strict: bool) -> int:
-    """Exit status: 0, or 2 when ``strict`` and there were bad rows. Summary to stderr (this is a CLI)."""
+def finish(report: Report, strict: bool, out_path: Path) -> int:
+    """Exit status: 0, or 2 when ``strict`` and there were bad rows (then only the report is written, not the
+    data). Summary to stderr (this is a CLI)."""
     sys.stderr.write(report.summary() + "\n")
     if report.bad_count and strict:
-        sys.stderr.write(f"--strict: {report.bad_count} bad row(s); see the report for file/row/reason\n")
+        path = write_report(report, out_path)
+        sys.stderr.write(f"--strict: {report.bad_count} bad row(s), nothing written; file/row/reason in {path}\n")
         return 2
     return 0
 

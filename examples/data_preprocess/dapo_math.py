@@ -130,12 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     source = (c.Source(local=str(Path(args.local).expanduser())) if args.local
               else c.Source(hub=args.hub, config=args.hub_config, split=args.split))
     rows, report = convert(source, args.template, args.limit)
-    if args.strict and report.bad_count:
-        return c.finish(report, strict=True)
     out = Path(args.out_dir).expanduser() / "train.parquet"
+    if args.strict and report.bad_count:
+        return c.finish(report, True, out)
     c.write_rows(rows, out, report)
     sys.stdout.write(f"{out}\n")
-    return c.finish(report, strict=False)
+    return c.finish(report, False, out)
 
 
 if __name__ == "__main__":

@@ -168,12 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         bench = BENCHMARKS[name]
         source = c.Source(local=local[name]) if name in local else hub[name]
         rows, report = convert(bench, source, args.template, args.seed)
+        out = out_dir / f"{name}.parquet"
         if args.strict and report.bad_count:
-            status = max(status, c.finish(report, strict=True))
+            status = max(status, c.finish(report, True, out))
             continue
-        c.write_rows(rows, out_dir / f"{name}.parquet", report)
-        status = max(status, c.finish(report, strict=False))
-        sys.stdout.write(f"{out_dir / (name + '.parquet')}\n")
+        c.write_rows(rows, out, report)
+        status = max(status, c.finish(report, False, out))
+        sys.stdout.write(f"{out}\n")
     return status
 
 

@@ -82,6 +82,7 @@ def test_bad_rows_are_reported_with_file_row_reason(write_jsonl, tmp_path, capsy
     assert "bad 5" in capsys.readouterr().err
     assert eval_sets.main(["math500", "--local", str(src), "--out-dir", str(tmp_path / "s"), "--strict"]) == 2
     assert not (tmp_path / "s" / "math500.parquet").exists()
+    assert json.loads((tmp_path / "s" / "math500.report.json").read_text())["bad_count"] == 5
 
 
 def test_other_math_benchmarks_in_their_hub_layouts(write_jsonl, tmp_path):
