@@ -2,29 +2,31 @@
 
 from setuptools import find_packages, setup
 
-# Versions proven together on verl 0.9.1 (../shared/spec/verl.md); verl breaks extension APIs between minors.
+# Ranges a cluster can satisfy; only verl is exact (it breaks extension APIs between minors). Floors follow verl
+# 0.9.1's own requirements where we use nothing newer; the versions CI runs are listed in docs/run_files.md.
 INSTALL_REQUIRES = [
     "verl==0.9.1",
     # verl-core's packages that the base wheel lacks (the trainers import them)
-    "TransferQueue==0.1.11",
+    "TransferQueue>=0.1.10,<0.2",
     "cachetools",
     "uvicorn",
     "fastapi",
     "msgspec",
     "pyzmq",
-    "ray[default]==2.60.0",
-    "hydra-core==1.3.8",
-    "omegaconf",
-    "math-verify==0.9.0",
-    "wandb==0.31.0",
+    "ray[default]>=2.41,<3",
+    "hydra-core>=1.3,<1.4",
+    "omegaconf>=2.3,<2.4",
+    "math-verify>=0.9,<0.10",
+    "wandb>=0.17,<1",
+    "openai>=1.40,<4",  # the teacher client; tested with 1.40.0, 1.109.1 and 3.57.0
+    "torch>=2.6",  # setup_env.sh installs the CPU build first; the gpu extra brings the build vLLM needs
+    "torchdata>=0.8",  # StatefulDataLoader
     "numpy>=2.0",
     "pandas",
     "pyarrow>=19",
-    "transformers>=5.5.3,<5.11,!=5.6.0",
-    "tensordict==0.10.0",
-    "torchdata==0.11.0",
     "datasets",
     "tokenizers",
+    # transformers and tensordict: verl 0.9.1 pins their ranges itself
 ]
 
 setup(
@@ -35,13 +37,14 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["verl_ext", "verl_ext.*", "recipe", "recipe.*"]),
-    package_data={"recipe.heapa": ["config/*.yaml"], "verl_ext.sim": ["scenarios/*.yaml"]},
+    # every preset, including the method/ and platform/ groups (a test installs the wheel and composes them)
+    package_data={"recipe.heapa": ["config/*.yaml", "config/**/*.yaml"], "verl_ext.sim": ["scenarios/*.yaml"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={
         "test": ["pytest>=8", "hypothesis>=6.100", "pytest-asyncio", "pytest-timeout", "matplotlib"],
         "sim": ["matplotlib"],
-        # the inference engine verl 0.9.1's own `vllm` extra pins (GPU clusters only)
-        "gpu": ["vllm==0.24.0", "torch==2.11.0"],
+        # GPU clusters: verl 0.9.1's own vllm set (vllm 0.24.0, torch 2.11.0, transformers 5.9.0), tested together
+        "gpu": ["verl[vllm]==0.9.1"],
     },
     entry_points={"verl.plugins": ["heapa = verl_ext.plugin"]},
 )

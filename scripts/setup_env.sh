@@ -4,7 +4,9 @@
 # - Creates $VENV (default <repo>/.venv) with $PYTHON (default python3) when it is missing.
 # - CPU machine (no working `nvidia-smi`): installs torch==2.13.0 (the CPU build) FIRST, so that nothing later
 #   resolves a multi-GB CUDA torch, then `pip install -e ".[test]"`.
-# - GPU machine (`nvidia-smi` works): `pip install -e ".[test,gpu]"` (vllm and the torch it pins).
+# - GPU machine (`nvidia-smi` works): `pip install -e ".[test,gpu]"`: verl 0.9.1's own vllm set (vllm 0.24.0,
+#   torch 2.11.0, transformers 5.9.0). The CPU build is 2.13.0 because that is the CPU wheel at hand; the project
+#   uses only torch APIs both versions share (torch.utils.data, tensors) — see docs/run_files.md.
 #   Force either with VERL_EXT_DEVICE=cpu|gpu.
 # - Idempotent: a stamp file in the venv records a hash of setup.py/pyproject.toml, the python version and the
 #   device kind; when it matches (and verl_ext imports), nothing is reinstalled. FORCE=1 reinstalls anyway.
