@@ -92,6 +92,16 @@ def _poll_interval(value: Any) -> float | None:
     return float(value)
 
 
+def _ar3po(block: Mapping[str, Any]) -> AR3POConfig:
+    try:
+        return _section(block, "ar3po", AR3POConfig.from_dict)
+    except HeapaConfigError as exc:
+        if "max_per_prompt" not in str(exc):
+            raise
+        raise HeapaConfigError(f"{exc} (the ar3po presets set max_per_prompt to actor_rollout_ref.rollout.n: raise "
+                               "rollout.n or lower heapa.ar3po.k1)") from exc
+
+
 def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
     """Validate a plain-dict ``heapa`` block (``OmegaConf.to_container(cfg.heapa, resolve=True)``)."""
     unknown = set(block) - _KNOWN
@@ -123,7 +133,7 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
         teacher=_section(block, "teacher", TeacherConfig.from_dict),
         trace_file=block.get("trace_file") or None,
         poll_interval_s=_poll_interval(block.get("poll_interval_s")),
-        ar3po=_section(block, "ar3po", AR3POConfig.from_dict),
+        ar3po=_ar3po(block),
         hive=_section(block, "hive", lambda d: HiveSettings(**d)),
     )
 

@@ -20,10 +20,20 @@ logger = logging.getLogger(__name__)
 Outcomes = dict[int, tuple[int, int]]
 
 
-def _acc_of(extra: Any, acc_field: str) -> Any:
+def acc_of(extra: Any, acc_field: str) -> Any:
     data = getattr(extra, "data", extra)
     info = data.get("reward_extra_info", {}) if isinstance(data, dict) else {}
     return info.get(acc_field)
+
+
+REUSED_TAG = "ar3po_reused"  # TransferQueue tag of a response AR3PO reused from its bank (not generated this step)
+
+
+def generated_keys(keys: Iterable[str], tags: Iterable[dict]) -> list[str]:
+    """Trajectory keys of a step's batch that were generated this step: not verl's padding rows (they copy a real
+    row's fields, ``acc`` included) and not AR3PO's reused responses (an old success is no news for the pool)."""
+    return [k for k, tag in zip(keys, tags) if not tag.get("is_padding", False) and not tag.get(REUSED_TAG, False)
+            and k.count("_") >= 2]
 
 
 def read_outcomes(keys: Iterable[str], partition_id: str, acc_field: str = "acc",
@@ -34,7 +44,7 @@ def read_outcomes(keys: Iterable[str], partition_id: str, acc_field: str = "acc"
         return {}
     data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["index", "extra_fields"])
     index = list(data["index"])
-    accs = [_acc_of(extra, acc_field) for extra in data["extra_fields"]]
+    accs = [acc_of(extra, acc_field) for extra in data["extra_fields"]]
     missing = sum(a is None for a in accs)
     if missing:
         raise KeyError(
@@ -45,15 +55,25 @@ def read_outcomes(keys: Iterable[str], partition_id: str, acc_field: str = "acc"
 
 
 class FeedbackReplayBuffer(ReplayBuffer):
-    """verl's sync replay buffer that reports the outcomes of groups it evicts before clearing them."""
+    """verl's sync replay buffer that reports the outcomes of groups it evicts before clearing them, and what
+    generating every evicted trajectory cost (``on_discarded(responses, response tokens)``)."""
 
     on_evicted: Callable[[Outcomes], None] | None = None
+    on_discarded: Callable[[int, int], None] | None = None
     acc_field: str = "acc"
     threshold: float = 0.5
 
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
-        if partition_id == "train" and uids and self.on_evicted is not None:
-            keys = [k for k in self.partitions[partition_id] if k.split("_")[0] in uids and k.count("_") >= 2]
+        if partition_id == "train" and uids:
+            self._report(partition_id, uids)
+        super()._clear_groups(partition_id, uids)
+
+    def _report(self, partition_id: str, uids: set[str]) -> None:
+        partition = self.partitions[partition_id]
+        keys = [k for k in partition if k.split("_")[0] in uids and k.count("_") >= 2]
+        if self.on_discarded is not None and keys:
+            self.on_discarded(len(keys), sum(int(partition[k].get("response_len", 0)) for k in keys))
+        if self.on_evicted is not None:
             finished = [k for k in keys if k.split("_")[0] in self.finished_keys[partition_id]]
             if finished:
                 try:
@@ -65,4 +85,3 @@ class FeedbackReplayBuffer(ReplayBuffer):
                     outcomes = {}
                 if outcomes:
                     self.on_evicted(outcomes)
-        super()._clear_groups(partition_id, uids)

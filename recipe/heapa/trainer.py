@@ -6,13 +6,18 @@ One step, as data flows (the PPO update itself is verl's, unchanged):
                 last step's parents (``augmentation.py``); the step does not wait for the teacher.
 2. **select**   the strategy picks ``train_batch_size`` record ids (boundary sampling for HeaPA); the batch
                 sampler hands them to the dataloader; rows carry ``extra_info.index = record id``.
-3. **rollout + reward**  verl's agent loop and the ``heapa`` reward manager (``acc`` per trajectory); the
+   HIVE verifies its candidates here: the actor's prompt entropy for each (``hive_verify.py``), stale ones pruned.
+3. **rollout + reward**  verl's agent loop and the ``heapa`` reward manager (``acc`` per trajectory); with AR3PO the
+                agent loop rolls each prompt out in stages (``verl_ext.adapters.ar3po_agent_loop``). The
                 augmentation requests are joined and handed to the teacher before verl sleeps the servers.
+   **reuse**    AR3PO: all-wrong groups get a banked correct response before verl balances the batch, so the actor
+                computes its old log-probs like any other row (``ar3po.py``); the PPO update is verl's.
 4. **feedback** per-trajectory ``acc`` read from TransferQueue *by record id* updates each record's estimator;
                 trained records are archived (groups verl evicts, e.g. DAPO-filtered ones, as they are evicted).
 5. **integrate** validated children enter the pool with a parent-derived prior and a lineage edge.
 6. **refresh / reinsert**  lineage re-estimation on its cadence; controlled reinsertion when the pool runs short.
-7. **log**      ``pool/*``, ``select/*``, ``feedback/*``, ``augment/*``, ``teacher/*``, ``lineage/*`` scalars.
+7. **log**      ``pool/*``, ``select/*``, ``feedback/*``, ``augment/*``, ``teacher/*``, ``lineage/*``, ``rollout/*``
+                (what the rollout cost, for every method) and ``hive/*`` scalars.
 """
 
 from __future__ import annotations
@@ -31,18 +36,23 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl.utils.debug import marked_timer
+from verl.utils.import_utils import load_class_from_fqn
 from verl_ext.adapters.dataset import PoolDataset
 from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
 from verl_ext.pool.refresh import LineageRefresher
 from verl_ext.selection import build_strategy
 
+from .ar3po import Ar3poStage
 from .augmentation import AugmentationStage
-from .settings import parse_settings
-from .tq_feedback import FeedbackReplayBuffer, Outcomes, read_outcomes
+from .hive_verify import PromptEntropyProbe, response_entropy
+from .rollout_cost import RolloutCost
+from .settings import HeapaConfigError, parse_settings, strategy_kwargs
+from .tq_feedback import FeedbackReplayBuffer, Outcomes, generated_keys, read_outcomes
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "heapa_state.json"
-STATE_VERSION = 1
+STATE_VERSION = 2
+AR3PO_MANAGER = "verl_ext.adapters.ar3po_agent_loop.StagedAgentLoopManager"
 
 
 class HeapaTrainer(PPOTrainerSync):
@@ -55,10 +65,48 @@ class HeapaTrainer(PPOTrainerSync):
         self._evicted_feedbacks = 0
         self.lineage: LineageRefresher | None = None
         self.augment: AugmentationStage | None = None
+        self.probe: PromptEntropyProbe | None = None
+        self.rollout_cost = RolloutCost()
         self._last_pass_rates: dict[int, float] = {}
+        self.ar3po = self._build_ar3po(config)
         super().__init__(config)
 
     # ------------------------------------------------------------------------------------------- building
+    def _build_ar3po(self, config) -> Ar3poStage | None:
+        """AR3PO on: its staged agent-loop manager becomes verl's (the runner builds the manager after init)."""
+        if not self.heapa.ar3po.enabled:
+            return None
+        agent = config.actor_rollout_ref.rollout.agent
+        fqn = agent.get("agent_loop_manager_class")
+        if not fqn:
+            with open_dict(config):
+                agent.agent_loop_manager_class = AR3PO_MANAGER
+        elif not issubclass(load_class_from_fqn(fqn, "AgentLoopManager"), load_class_from_fqn(AR3PO_MANAGER)):
+            raise HeapaConfigError(f"heapa.ar3po.enabled=true needs actor_rollout_ref.rollout.agent."
+                                   f"agent_loop_manager_class={AR3PO_MANAGER} (or a subclass), got {fqn}")
+        with_log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
+        return Ar3poStage(self.heapa.ar3po, self.heapa.feedback.acc_field, with_log_probs)
+
+    def _build_strategy(self):
+        """The selection strategy with ``heapa.seed`` and, for HIVE, the actor's prompt-entropy pass wired in."""
+        h = self.heapa
+        if h.selection_name == "hive" and h.hive.verify:
+            rollout = self.config.actor_rollout_ref.rollout
+            self.probe = PromptEntropyProbe(
+                self.train_dataset, self.tokenizer, lambda: self.actor_rollout_wg, self._actor_dp_size,
+                temperature=rollout.temperature, prompt_length=rollout.prompt_length, tail_tokens=h.hive.tail_tokens,
+                micro_batch_size=None if rollout.get("log_prob_use_dynamic_bsz", False)
+                else rollout.get("log_prob_micro_batch_size_per_gpu"),
+                chat_template_kwargs=dict(self.config.data.get("apply_chat_template_kwargs") or {}))
+        return build_strategy(h.selection_name, **strategy_kwargs(h.selection_name, h.selection_kwargs, h.seed,
+                                                                  prompt_entropy=self.probe))
+
+    def _actor_dp_size(self) -> int:
+        wg = self.actor_rollout_wg
+        if "actor" not in wg._dispatch_info:  # verl's own lookup (PPOTrainer._balance_batch)
+            wg._dispatch_info["actor"] = wg._query_dispatch_info("actor")
+        return max(wg._dispatch_info["actor"]) + 1
+
     def _build_replay_buffer(self):
         buffer = super()._build_replay_buffer()
         if self.heapa.poll_interval_s is not None and hasattr(buffer, "poll_interval"):
@@ -66,6 +114,7 @@ class HeapaTrainer(PPOTrainerSync):
         if type(buffer) is ReplayBuffer:  # the sync buffer: same state, plus the report of evicted groups
             buffer.__class__ = FeedbackReplayBuffer
             buffer.on_evicted = self._collect_evicted
+            buffer.on_discarded = self.rollout_cost.discarded
             buffer.acc_field = self.heapa.feedback.acc_field
             buffer.threshold = self.heapa.feedback.pass_threshold
         else:
@@ -91,7 +140,7 @@ class HeapaTrainer(PPOTrainerSync):
         )
         self.val_dataset = create_rl_dataset(data.val_files, data, self.tokenizer, self.processor, is_train=False,
                                              max_samples=data.get("val_max_samples", -1))
-        strategy = build_strategy(h.selection_name, **h.selection_kwargs)
+        strategy = self._build_strategy()
         self.batch_sampler = PoolBatchSampler(self.train_dataset, strategy, data.train_batch_size,
                                               self._gen_batch_size())
         self.train_dataloader = make_train_dataloader(self.train_dataset, self.batch_sampler)
@@ -142,10 +191,14 @@ class HeapaTrainer(PPOTrainerSync):
             with marked_timer("heapa_augment_fire", timing_raw):
                 self.augment.fire(self._last_pass_rates, self.get_llm_client())
         batch = super().step(metrics, timing_raw)  # select (lazily, in the loader) -> rollout -> reward -> update
-        timing_raw["heapa_select"] = sampler.select_seconds
+        hive = self.probe.metrics() if self.probe is not None else {}  # its forward pass ran inside the selection
+        timing_raw["heapa_select"] = sampler.select_seconds - hive.get("hive/verify_s", 0.0)
+        fresh = generated_keys(batch.keys, batch.tags)  # neither verl's padding rows nor AR3PO's reused ones
         with marked_timer("heapa_feedback", timing_raw):
             fb = self.heapa.feedback
-            trained = read_outcomes(batch.keys, batch.partition_id, fb.acc_field, fb.pass_threshold)
+            trained = read_outcomes(fresh, batch.partition_id, fb.acc_field, fb.pass_threshold)
+            if self.heapa.selection_name == "hive":
+                hive.update(self._observe_response_entropy(fresh, batch.partition_id))
             summary = sampler.on_feedback(trained, self.global_steps)
             sampler.release_unused()  # handed out but never rolled out: back to the pool
             evicted, self._evicted_ids = self._evicted_ids, set()
@@ -163,6 +216,8 @@ class HeapaTrainer(PPOTrainerSync):
         metrics.update(self.train_dataset.pool.metrics())
         metrics.update(sampler.metrics())
         metrics.update(summary.metrics())
+        metrics.update(hive)
+        metrics.update(self.rollout_cost.close_step(batch.tags))
         metrics["feedback/evicted_groups_fed_back"] = float(self._evicted_feedbacks)
         self._evicted_feedbacks = 0
         pool_s = timing_raw["heapa_select"] + timing_raw["heapa_feedback"] + timing_raw["heapa_refresh"]
@@ -173,11 +228,48 @@ class HeapaTrainer(PPOTrainerSync):
         metrics["heapa/augment_overhead_s"] = aug_s
         return batch
 
+    def _observe_response_entropy(self, keys: list[str], partition_id: str) -> dict[str, float]:
+        """HIVE's history entropy: each record's mean response-token entropy this step (verl's old_log_prob pass),
+        handed to the strategy when it takes it (``observe_response_entropy``)."""
+        ent = response_entropy(keys, partition_id)
+        strategy = self.batch_sampler.strategy
+        if ent and hasattr(strategy, "observe_response_entropy"):
+            strategy.observe_response_entropy(ent, self.global_steps)
+        values = list(ent.values())
+        return {"hive/response_entropy_mean": sum(values) / len(values)} if values else {}
+
     def _trace(self, trained: list[int], children: list[int]) -> None:
         if not self.heapa.trace_file:
             return
+        row = {"step": self.global_steps, "trained": trained, "children": children}
+        if self.ar3po is not None:  # per record: [responses generated, correct ones]; records that got a reuse
+            row["ar3po"] = {str(k): v for k, v in self.ar3po.counts.items()}
+            row["reused"] = sorted(self.ar3po.reused_records)
         with open(self.heapa.trace_file, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": self.global_steps, "trained": trained, "children": children}) + "\n")
+            f.write(json.dumps(row) + "\n")
+
+    # ------------------------------------------------------------------------------------------- AR3PO hooks
+    # verl's _step_once: sample -> balance -> old_log_prob -> ref -> advantage -> update. Reuse joins before the
+    # balance (reused rows are balanced and get old log-probs from the current actor like any other row); the
+    # loss weight applies to their advantages; the update counts them.
+    def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
+        if self.ar3po is not None:
+            with marked_timer("ar3po_reuse", self.timing_raw):
+                batch, ar3po_metrics = self.ar3po.on_batch(batch, self.global_steps)
+            metrics.update(ar3po_metrics)
+            self.rollout_cost.discarded(*self.ar3po.take_discarded())
+        return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+
+    def _compute_advantage(self, batch, metrics):
+        batch = super()._compute_advantage(batch, metrics)
+        if self.ar3po is not None:
+            metrics.update(self.ar3po.after_advantage(batch))
+        return batch
+
+    def _update_actor(self, batch, metrics):
+        if self.ar3po is not None:
+            metrics.update(self.ar3po.in_update(batch))
+        return super()._update_actor(batch, metrics)
 
     def on_sample_end(self):
         # The rollout is done and verl is about to put the servers to sleep: join the augmentation requests first.
@@ -200,6 +292,8 @@ class HeapaTrainer(PPOTrainerSync):
         os.makedirs(folder, exist_ok=True)
         state = {"schema_version": STATE_VERSION, "lineage": self.lineage.state_dict() if self.lineage else None,
                  "augment": self.augment.state_dict() if self.augment else None,
+                 "ar3po": self.ar3po.state_dict() if self.ar3po else None,
+                 "rollout_cost": self.rollout_cost.state_dict(),
                  "last_pass_rates": {str(k): v for k, v in self._last_pass_rates.items()}, "saved_at": time.time()}
         tmp = os.path.join(folder, STATE_FILE + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
@@ -222,12 +316,16 @@ class HeapaTrainer(PPOTrainerSync):
             raise FileNotFoundError(f"{path} is missing: the checkpoint was not written by the heapa recipe")
         with open(path, encoding="utf-8") as f:
             state = json.load(f)
-        if state.get("schema_version") != STATE_VERSION:
+        if state.get("schema_version") not in (1, STATE_VERSION):  # version 1: before AR3PO and rollout cost
             raise ValueError(f"{path}: schema_version {state.get('schema_version')} != {STATE_VERSION}")
         if self.lineage is not None and state.get("lineage") is not None:
             self.lineage.load_state_dict(state["lineage"])
         if self.augment is not None and state.get("augment") is not None:
             self.augment.load_state_dict(state["augment"])  # queued/in-flight teacher work is re-queued
+        if self.ar3po is not None and state.get("ar3po") is not None:
+            self.ar3po.load_state_dict(state["ar3po"])  # the response bank
+        if state.get("rollout_cost") is not None:
+            self.rollout_cost.load_state_dict(state["rollout_cost"])
         self._last_pass_rates = {int(k): float(v) for k, v in state.get("last_pass_rates", {}).items()}
         gc.collect()
         gc.freeze()  # the restored pool replaced the frozen one: keep it out of full GC passes too

@@ -6,13 +6,17 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
-from recipe.heapa.settings import HeapaConfigError, parse_settings
+from recipe.heapa.settings import HeapaConfigError, parse_settings, strategy_kwargs
+from verl_ext.selection import available_strategies, build_strategy, get_strategy_class
 from verl_ext.cpu.overrides import CPU_OVERRIDES
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[3] / "recipe" / "heapa" / "config")
-METHODS = ["grpo", "dapo", "heapa_grpo", "heapa_dapo", "ps"]
+METHODS = ["grpo", "dapo", "heapa_grpo", "heapa_dapo", "ps", "ar3po_grpo", "ar3po_dapo", "heapa_ar3po", "hive_grpo",
+           "hive_dapo"]
+SELECTION = {"grpo": "uniform", "dapo": "uniform", "ps": "prioritized", "ar3po_grpo": "uniform",
+             "ar3po_dapo": "uniform", "hive_grpo": "hive", "hive_dapo": "hive"}
 
 
 def _compose(*overrides: str):
@@ -21,26 +25,44 @@ def _compose(*overrides: str):
 
 
 def _settings(cfg):
-    block = OmegaConf.to_container(cfg.heapa, resolve=False)
-    block["method"] = "test"  # `${hydra:...}` resolves only inside a running Hydra app
-    return parse_settings(OmegaConf.to_container(OmegaConf.create(block), resolve=True))
+    with open_dict(cfg):
+        cfg.heapa.method = "test"  # `${hydra:...}` resolves only inside a running Hydra app
+    return parse_settings(OmegaConf.to_container(cfg.heapa, resolve=True))  # the rest resolves against the root
 
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("platform", ["gpu", "cpu"])
 def test_every_preset_composes_and_validates(method, platform):
-    cfg = _compose(f"method={method}", f"platform={platform}", "heapa.teacher.model=judge")
+    cfg = _compose(f"method={method}", f"platform={platform}", "heapa.teacher.model=judge",
+                   "actor_rollout_ref.rollout.n=16")
     s = _settings(cfg)
     assert s.platform == platform
     assert cfg.reward.reward_manager.name == "heapa"
     dapo = method.endswith("dapo")
-    assert bool(cfg.algorithm.filter_groups.enable) == dapo
+    # AR3PO replaces dynamic sampling (filter_groups would evict the all-wrong groups reuse is meant to fill)
+    assert bool(cfg.algorithm.filter_groups.enable) == (dapo and method != "ar3po_dapo")
     assert cfg.actor_rollout_ref.actor.loss_agg_mode == ("token-mean" if dapo else "seq-mean-token-mean")
     assert cfg.reward.reward_kwargs.format == ("dapo" if dapo else "boxed")
-    expected = {"grpo": "uniform", "dapo": "uniform", "ps": "prioritized"}.get(method, "boundary")
-    assert s.selection_name == expected
+    assert s.selection_name == SELECTION.get(method, "boundary")
     assert s.lineage.enabled == method.startswith("heapa")
     assert s.augmentation.enabled == method.startswith("heapa")
+    ar3po = "ar3po" in method
+    assert s.ar3po.enabled == ar3po
+    manager = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class")
+    assert (manager == "verl_ext.adapters.ar3po_agent_loop.StagedAgentLoopManager") == ar3po
+    if ar3po:  # the ceiling follows rollout.n, so "AR3PO vs GRPO with the same n" is one override
+        assert s.ar3po.max_per_prompt == 16 and s.ar3po.max_responses() == 16
+    if s.selection_name == "hive":
+        assert s.hive.verify
+
+
+def test_ar3po_ceiling_follows_rollout_n_and_a_too_small_n_is_named():
+    cfg = _compose("method=ar3po_grpo", "actor_rollout_ref.rollout.n=8", "heapa.ar3po.k1=2", "heapa.ar3po.k_s=2",
+                   "heapa.teacher.model=judge")
+    s = _settings(cfg)
+    assert (s.ar3po.k1, s.ar3po.k_s, s.ar3po.max_per_prompt, s.ar3po.max_responses()) == (2, 2, 8, 8)
+    with pytest.raises(HeapaConfigError, match=r"heapa\.ar3po.*rollout\.n"):
+        _settings(_compose("method=ar3po_grpo", "actor_rollout_ref.rollout.n=2", "heapa.teacher.model=judge"))
 
 
 def test_dapo_preset_matches_the_paper_recipe():
@@ -69,6 +91,9 @@ def test_cpu_preset_mirrors_the_cpu_override_list():
         ("heapa.augmentation.num_per_prompt=0", "heapa.augmentation"),
         ("heapa.teacher.model=''", "model"),
         ("+heapa.typo=1", "unknown keys"),
+        ("heapa.ar3po.reuse.mode=swap", "heapa.ar3po"),
+        ("+heapa.ar3po.k2=3", "heapa.ar3po"),
+        ("heapa.hive.tail_tokens=-1", "heapa.hive"),
     ],
 )
 def test_bad_values_fail_with_the_key_named(override, needle):
@@ -95,3 +120,28 @@ def test_prepare_forwards_platform_and_wandb_tags_to_ray_workers(monkeypatch):
     assert env.VERL_PLATFORM == "cpu" and env.VERL_ENGINE_DEVICE == "cuda"
     assert env.WANDB_RUN_GROUP == "cmp/heapa_grpo"
     assert "method:heapa_grpo" in env.WANDB_TAGS.split(",") and "selection:boundary" in env.WANDB_TAGS
+
+
+@pytest.mark.parametrize("name", available_strategies())
+def test_heapa_seed_reaches_every_strategy_that_takes_one(name):
+    """``heapa.seed`` used to stop at the pool: every strategy ran on its default seed 0."""
+    import inspect
+
+    takes_seed = "seed" in inspect.signature(get_strategy_class(name)).parameters
+    kwargs = strategy_kwargs(name, {}, seed=7)
+    assert ("seed" in kwargs) == takes_seed
+    if not takes_seed:
+        return
+    assert kwargs["seed"] == 7
+    required = {"true_pass_rate": lambda ids: ids * 0.0} if name == "oracle" else {}  # simulator-only strategy
+    seeded = build_strategy(name, **required, **kwargs).state_dict()
+    assert seeded == build_strategy(name, **required, seed=7).state_dict()
+    assert seeded != build_strategy(name, **required, seed=0).state_dict()
+    assert strategy_kwargs(name, {"seed": 3}, seed=7)["seed"] == 3  # the user's own kwargs win
+
+
+def test_recipe_wiring_reaches_only_strategies_that_declare_it():
+    probe = lambda ids: {i: 1.0 for i in ids}  # noqa: E731
+    assert strategy_kwargs("hive", {}, 0, prompt_entropy=probe)["prompt_entropy"] is probe
+    assert "prompt_entropy" not in strategy_kwargs("uniform", {}, 0, prompt_entropy=probe)
+    assert "prompt_entropy" not in strategy_kwargs("hive", {}, 0, prompt_entropy=None)

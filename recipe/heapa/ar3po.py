@@ -1,0 +1,183 @@
+"""AR3PO in the recipe's step: account for the staged rollout, reuse banked responses, weight reused rows' loss.
+
+The staged rollout itself runs in verl's agent-loop workers (``verl_ext.adapters.ar3po_agent_loop``); by the time
+the replay buffer hands the step's batch over, every group is finished, with uneven sizes. ``Ar3poStage.on_batch``
+runs before verl balances the batch (so reused rows are balanced, padded and given old log-probs by the current
+actor like every other row):
+
+1. read each group's rewards in generation order and check them against the planner (``stage_account``);
+2. ``finish_step``: for an all-wrong group whose prompt has a banked correct response, a reuse plan;
+3. write each reused response as a new session of its group (``replace`` drops the wrong response it replaces,
+   ``append`` keeps it), tagged ``ar3po_reused`` and marked in ``extra_fields[reuse.mark_field]``;
+4. bank this step's fresh correct responses (never reused ones).
+
+After verl's advantages, ``after_advantage`` scales reused rows' advantages by ``reuse.weight``: PPO's clipped
+objective is positively homogeneous in the advantage, so this is exactly a per-sample loss weight.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import transfer_queue as tq
+from tensordict import TensorDict
+from transfer_queue import KVBatchMeta
+
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+from verl_ext.rollout import AR3POConfig, ResponseBank, finish_step, group_stats, stage_account, stage_metrics
+
+from .ar3po_rows import (RESPONSE_FIELDS, IncompatibleEntry, Trajectory, bank_payload, build_reused_row, parse_key,
+                         reused_tag)
+from .tq_feedback import acc_of
+
+logger = logging.getLogger(__name__)
+SCHEMA_VERSION = 1
+
+
+class Ar3poStage:
+    """The trainer-side half of AR3PO (see the module docstring); owns the ``ResponseBank``."""
+
+    def __init__(self, config: AR3POConfig, acc_field: str = "acc", with_log_probs: bool = True) -> None:
+        self.config = config
+        self.bank = ResponseBank(config)
+        self.acc_field = acc_field
+        self.with_log_probs = with_log_probs
+        self.reused_keys: set[str] = set()
+        self.counts: dict[int, list[int]] = {}  # last step: record id -> [responses generated, passes] (trace)
+        self.reused_records: list[int] = []
+        self.incompatible = 0
+        self._discarded = [0, 0]
+
+    # ------------------------------------------------------------------------------------------- the batch
+    def on_batch(self, batch: KVBatchMeta, step: int) -> tuple[KVBatchMeta, dict[str, float]]:
+        """Account, reuse and bank for the step's batch; returns the batch to train on and ``rollout/*`` scalars."""
+        self.reused_keys, self.reused_records, self._discarded = set(), [], [0, 0]
+        groups, payloads = self._read(batch)
+        by_record: dict[int, str] = {}
+        for uid, trajs in groups.items():
+            if by_record.setdefault(trajs[0].record_id, uid) != uid:
+                logger.warning("record %d has two groups in one batch; only the first takes part in reuse",
+                               trajs[0].record_id)
+        accs = {rid: [t.acc for t in groups[uid]] for rid, uid in by_record.items()}
+        self.counts = {rid: [len(a), sum(self.config.is_correct(x) for x in a)] for rid, a in accs.items()}
+        metrics = stage_metrics(stage_account(self.config, accs))
+        out = finish_step(accs, self.bank, step)
+        metrics.update(out.metrics)
+        batch, applied = self._apply(batch, groups, by_record, out.plans)
+        final = {rid: (out.plans[rid].apply(a) if rid in applied else a) for rid, a in accs.items()}
+        after = group_stats(final, self.config.success_threshold)
+        metrics.update({"rollout/reused": float(len(applied)), "rollout/zero_adv_after": after.frac(after.zero_adv),
+                        "rollout/reuse_incompatible_total": float(self.incompatible)})
+        for uid, trajs in groups.items():
+            fresh = [payloads[t.key] for t in trajs if t.key in payloads]
+            self.bank.put_correct(trajs[0].record_id, fresh, step)
+        metrics.update(self.bank.metrics())  # after this step's puts
+        return batch, metrics
+
+    def _read(self, batch: KVBatchMeta) -> tuple[dict[str, list[Trajectory]], dict[str, dict[str, Any]]]:
+        """Groups (uid -> sessions in generation order) and bank payloads of the correct single-output sessions."""
+        rows = [(k, tag) for k, tag in zip(batch.keys, batch.tags)
+                if not tag.get("is_padding", False) and parse_key(k) is not None]
+        if not rows:
+            return {}, {}
+        fields = list(RESPONSE_FIELDS) + (["rollout_log_probs"] if self.with_log_probs else [])
+        data = tq.kv_batch_get(keys=[k for k, _ in rows], partition_id=batch.partition_id, select_fields=fields)
+        outputs: dict[tuple[str, int], list[int]] = defaultdict(list)  # (uid, session) -> row positions
+        for i, (key, _) in enumerate(rows):
+            uid, session, _ = parse_key(key)
+            outputs[(uid, session)].append(i)
+        groups: dict[str, list[Trajectory]] = defaultdict(list)
+        payloads: dict[str, dict[str, Any]] = {}
+        for (uid, session), positions in sorted(outputs.items(), key=lambda item: item[0][1]):
+            i = max(positions, key=lambda p: parse_key(rows[p][0])[2])  # a session's final output carries its reward
+            key, tag = rows[i]
+            acc = acc_of(data["extra_fields"][i], self.acc_field)
+            if acc is None:
+                raise KeyError(f"trajectory {key} has no reward_extra_info[{self.acc_field!r}]")
+            traj = Trajectory(key, uid, session, int(data["index"][i]), float(acc), dict(tag))
+            groups[uid].append(traj)
+            if len(positions) == 1 and self.config.is_correct(traj.acc):  # multi-output sessions are not banked
+                log_probs = data["rollout_log_probs"][i] if self.with_log_probs else None
+                payloads[key] = bank_payload(data["responses"][i], data["rm_scores"][i], data["extra_fields"][i],
+                                             data["num_turns"][i], traj.acc, tag, log_probs)
+        return dict(groups), payloads
+
+    def _apply(self, batch: KVBatchMeta, groups: Mapping[str, list[Trajectory]], by_record: Mapping[int, str],
+               plans: Mapping[int, Any]) -> tuple[KVBatchMeta, set[int]]:
+        """Write each planned reuse as a new session row; ``replace`` drops the row it replaces."""
+        if not plans:
+            return batch, set()
+        targets = {rid: (groups[by_record[rid]][plan.index] if plan.mode == "replace" else groups[by_record[rid]][-1])
+                   for rid, plan in plans.items()}
+        siblings = tq.kv_batch_get(keys=[t.key for t in targets.values()], partition_id=batch.partition_id)
+        keys, rows, tags, dropped, applied = [], [], [], set(), set()
+        for j, (rid, plan) in enumerate(plans.items()):
+            target, trajs = targets[rid], groups[by_record[rid]]
+            session = max(t.session for t in trajs) + 1
+            sibling = {k: siblings[j][k] for k in siblings[j].keys()}  # indexing unwraps non-tensor fields
+            try:
+                row = build_reused_row(sibling, plan.response, session, self.config.reuse.mark_field, plan.age)
+            except IncompatibleEntry as exc:
+                self.incompatible += 1
+                logger.warning("AR3PO: banked response of record %d not reused: %s", rid, exc)
+                continue
+            keys.append(f"{target.uid}_{session}_0")
+            rows.append(row)
+            tags.append(reused_tag(target.tag, plan.response, int(sibling["prompts"].numel())))
+            applied.add(rid)
+            self.reused_records.append(rid)
+            if plan.mode == "replace":
+                dropped.add(target.key)
+                self._discarded[0] += 1
+                self._discarded[1] += int(target.tag.get("response_len", 0))
+        if keys:
+            tq.kv_batch_put(keys=keys, partition_id=batch.partition_id, fields=list_of_dict_to_tensordict(rows),
+                            tags=tags)
+        if dropped:
+            tq.kv_clear(keys=sorted(dropped), partition_id=batch.partition_id)
+        self.reused_keys = set(keys)
+        kept = [(k, t) for k, t in zip(batch.keys, batch.tags) if k not in dropped]
+        return KVBatchMeta(partition_id=batch.partition_id, keys=[k for k, _ in kept] + keys,
+                           tags=[t for _, t in kept] + tags, fields=batch.fields, extra_info=batch.extra_info), applied
+
+    def take_discarded(self) -> tuple[int, int]:
+        """Responses (and their tokens) generated this step and dropped by ``replace`` reuse."""
+        out, self._discarded = tuple(self._discarded), [0, 0]
+        return out
+
+    # ------------------------------------------------------------------------------------------- the loss
+    def after_advantage(self, batch: KVBatchMeta) -> dict[str, float]:
+        """Reused rows' mean advantage (> 0 means they push the policy toward the stored success) and, with
+        ``reuse.weight != 1``, their advantages scaled by it."""
+        keys = [k for k in batch.keys if k in self.reused_keys]
+        if not keys:
+            return {}
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["advantages"])
+        rows = [data["advantages"][i] for i in range(len(keys))]
+        mean = float(torch.stack([r.float().mean() for r in rows]).mean())
+        weight = self.config.reuse.weight
+        if weight != 1.0:
+            scaled = torch.nested.as_nested_tensor([r * weight for r in rows], layout=torch.jagged)
+            tq.kv_batch_put(keys=keys, partition_id=batch.partition_id,
+                            fields=TensorDict({"advantages": scaled}, batch_size=len(keys)))
+        return {"rollout/reused_adv_mean": mean, "rollout/reused_weight": weight}
+
+    def in_update(self, batch: KVBatchMeta) -> dict[str, float]:
+        """How many reused rows the actor update receives (they reach the loss through verl's own path)."""
+        return {"rollout/reused_in_update": float(sum(k in self.reused_keys for k in batch.keys))}
+
+    # ------------------------------------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The bank (the staged planner holds nothing between steps: a sync step finishes every stage)."""
+        return {"schema_version": SCHEMA_VERSION, "bank": self.bank.state_dict(), "incompatible": self.incompatible}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"AR3PO state schema_version {state.get('schema_version')!r}; this code reads "
+                             f"{SCHEMA_VERSION}")
+        self.bank.load_state_dict(state["bank"])
+        self.incompatible = int(state.get("incompatible", 0))

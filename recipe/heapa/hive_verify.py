@@ -1,0 +1,154 @@
+"""HIVE's online verification in the recipe: the current actor's prompt entropy for HIVE's candidates.
+
+HIVE (arXiv 2603.25184) prunes history-ranked candidates whose utility went stale, using the *prompt entropy* under
+the current policy as a cheap proxy (a forward pass, no generation). ``PromptEntropyProbe`` is the strategy's
+``prompt_entropy(ids) -> {id: H}`` callback: H is the mean, over the prompt's positions, of the entropy of the
+actor's next-token distribution (at the rollout temperature); the last position is the distribution over the first
+response token. ``heapa.hive.tail_tokens`` averages over the last N positions only (the chat template's fixed
+tokens weigh less).
+
+Where it runs (verl 0.9.1, V1 sync trainer): selection is lazy, inside ``prepare_step`` -> ``_fetch_one_gen_batch``
+(and DAPO refills inside ``replay_buffer.sample``), so the probe runs there. The actor worker group answers
+``compute_log_prob`` at any point of the step (its engine loads what it needs per call); the probe uses exactly the
+path ``_compute_old_log_prob`` uses: rows in TransferQueue (a partition of its own, cleared right after), a
+``KVBatchMeta`` with ``calculate_entropy`` to ``actor_rollout_wg.compute_log_prob``, per-token ``entropy`` read back
+over the whole sequence. The rows are the candidates' prompts as the agent loop tokenizes them (chat template,
+generation prompt, left-truncated to ``rollout.prompt_length``) plus one placeholder response token. On GPUs the
+pass runs while the rollout servers are awake: keep ``gpu_memory_utilization`` low enough for one forward micro-batch.
+
+Cost per step: ``hive/verify_s`` (wall seconds), ``hive/verify_tokens`` (tokens forwarded), ``hive/verify_prompts``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import transfer_queue as tq
+from transfer_queue import KVBatchMeta
+
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+from verl.utils.tokenizer import normalize_token_ids
+
+logger = logging.getLogger(__name__)
+PARTITION = "hive_verify"
+
+
+def probe_row(prompt_ids: Sequence[int], placeholder: int) -> dict[str, torch.Tensor]:
+    """A TransferQueue trajectory row whose 'prompt' is the candidate and whose 'response' is one placeholder token
+    (the engine returns entropy for every position of ``input_ids``; the placeholder's own position is unused)."""
+    prompts = torch.tensor(list(prompt_ids), dtype=torch.int64)
+    responses = torch.tensor([int(placeholder)], dtype=torch.int64)
+    input_ids = torch.cat([prompts, responses])
+    mask = torch.ones(1, dtype=torch.int64)
+    return {"prompts": prompts, "responses": responses, "input_ids": input_ids,
+            "position_ids": torch.arange(input_ids.numel(), dtype=torch.int64), "response_mask": mask,
+            "loss_mask": mask.clone(), "attention_mask": torch.ones_like(input_ids)}
+
+
+def mean_prompt_entropy(entropy: torch.Tensor, prompt_len: int, tail_tokens: int = 0) -> float:
+    """Mean entropy over positions ``[0, prompt_len)`` (the last ``tail_tokens`` of them when > 0)."""
+    values = entropy[:prompt_len].float()
+    if tail_tokens:
+        values = values[-tail_tokens:]
+    return float(values.mean()) if values.numel() else 0.0
+
+
+class PromptEntropyProbe:
+    """``ids -> {id: prompt entropy}`` through the actor (see the module docstring); accumulates its cost."""
+
+    def __init__(self, dataset: Any, tokenizer: Any, actor_wg: Callable[[], Any], dp_size: Callable[[], int], *,
+                 temperature: float, prompt_length: int, micro_batch_size: int | None = None, tail_tokens: int = 0,
+                 chat_template_kwargs: dict | None = None) -> None:
+        self.dataset, self.tokenizer = dataset, tokenizer
+        self._actor_wg, self._dp_size = actor_wg, dp_size
+        self.micro_batch_size = micro_batch_size  # the actor's log-prob micro batch; None with dynamic batch sizes
+        self.temperature, self.prompt_length, self.tail_tokens = float(temperature), int(prompt_length), tail_tokens
+        self.chat_template_kwargs = {k: v for k, v in (chat_template_kwargs or {}).items()
+                                     if k not in ("tokenize", "return_dict", "return_tensors")}
+        self.placeholder = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+        self._reset()
+
+    def _reset(self) -> None:
+        self.seconds, self.tokens, self.prompts, self.calls = 0.0, 0, 0, 0
+        self.entropies: list[float] = []
+
+    def tokenize(self, record_id: int) -> list[int]:
+        """The candidate's prompt tokens as the agent loop renders them."""
+        messages = list(self.dataset[record_id]["raw_prompt"])
+        ids = normalize_token_ids(self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, **self.chat_template_kwargs))
+        return ids[-self.prompt_length:] if len(ids) > self.prompt_length else ids
+
+    def __call__(self, ids: Sequence[int]) -> dict[int, float]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        start = time.perf_counter()
+        prompts = [self.tokenize(i) for i in ids]
+        rows = [probe_row(p, self.placeholder) for p in prompts]
+        multiple, extra = self._layout(len(rows))
+        rows += [rows[-1]] * (-len(rows) % multiple)  # copies of the last row: even split, whole micro batches
+        run = uuid.uuid4().hex
+        keys = [f"{run}{j}_0_0" for j in range(len(rows))]
+        tags = [{"prompt_len": int(r["prompts"].numel()), "response_len": 1, "seq_len": int(r["input_ids"].numel())}
+                for r in rows]
+        tq.kv_batch_put(keys=keys, partition_id=PARTITION, fields=list_of_dict_to_tensordict(rows), tags=tags)
+        try:
+            meta = KVBatchMeta(partition_id=PARTITION, keys=keys, tags=tags,
+                               extra_info={"calculate_entropy": True, "compute_loss": False,
+                                           "temperature": self.temperature, **extra})
+            self._actor_wg().compute_log_prob(meta)
+            data = tq.kv_batch_get(keys=keys[:len(ids)], partition_id=PARTITION, select_fields=["entropy"])
+        finally:
+            tq.kv_clear(keys=keys, partition_id=PARTITION)
+        out = {rid: mean_prompt_entropy(data["entropy"][j], len(prompts[j]), self.tail_tokens)
+               for j, rid in enumerate(ids)}
+        self.seconds += time.perf_counter() - start
+        self.tokens += sum(len(p) + 1 for p in prompts)
+        self.prompts += len(ids)
+        self.calls += 1
+        self.entropies.extend(out.values())
+        return out
+
+    def _layout(self, n: int) -> tuple[int, dict[str, int]]:
+        """Rows must split evenly over the actor's data-parallel ranks and, without dynamic batch sizes, into whole
+        micro batches; a micro batch no larger than a rank's share keeps the padding small."""
+        dp = max(1, int(self._dp_size()))
+        if not self.micro_batch_size:
+            return dp, {}
+        micro = max(1, min(int(self.micro_batch_size), -(-n // dp)))
+        return dp * micro, {"micro_batch_size_per_gpu": micro}
+
+    def metrics(self) -> dict[str, float]:
+        """This step's cost and entropy summary; resets the step's counters."""
+        ent = np.asarray(self.entropies, dtype=np.float64)
+        out = {"hive/verify_s": self.seconds, "hive/verify_tokens": float(self.tokens),
+               "hive/verify_prompts": float(self.prompts), "hive/verify_calls": float(self.calls)}
+        if ent.size:
+            out.update({"hive/prompt_entropy_mean": float(ent.mean()), "hive/prompt_entropy_std": float(ent.std()),
+                        "hive/prompt_entropy_min": float(ent.min()), "hive/prompt_entropy_max": float(ent.max())})
+        self._reset()
+        return out
+
+
+def response_entropy(keys: Sequence[str], partition_id: str) -> dict[int, float]:
+    """Mean token entropy of each record's responses this step (verl writes ``entropy`` in old_log_prob)."""
+    if not keys:
+        return {}
+    data = tq.kv_batch_get(keys=list(keys), partition_id=partition_id,
+                           select_fields=["index", "entropy", "response_mask"])
+    sums: dict[int, list[float]] = {}
+    for j in range(len(keys)):
+        mask = data["response_mask"][j]
+        ent = data["entropy"][j][:mask.numel()].float()
+        valid = mask.bool()
+        acc = sums.setdefault(int(data["index"][j]), [0.0, 0.0])
+        acc[0] += float(ent[valid].sum())
+        acc[1] += float(valid.sum())
+    return {rid: s / n for rid, (s, n) in sums.items() if n > 0}
