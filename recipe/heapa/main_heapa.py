@@ -18,7 +18,7 @@ import hydra
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("recipe.heapa.main_heapa")  # not "__main__" under -m: the recipe level applies
 
 
 @ray.remote(num_cpus=1)
@@ -41,7 +41,7 @@ class HeapaTaskRunner:
         config.transfer_queue.enable = True
         OmegaConf.resolve(config)
         logger.info("heapa config:\n%s", pformat(OmegaConf.to_container(config.heapa)))
-        logger.info("run files: %s", prepare_run_files(config))
+        prepare_run_files(config)  # before the trainer opens them; logs what it kept
         tq.init(config.transfer_queue)
         trainer = None
         succeeded = False

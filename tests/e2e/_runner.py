@@ -249,3 +249,53 @@ def trainer_env(metrics_path: Path, extra: Mapping[str, str] | None = None) -> d
     })
     env.update(extra or {})
     return env
+
+
+def run_until_killed(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Path, timeout_s: float,
+                     kill_when, cwd: Path | None = None, poll_s: float = 1.0) -> RunResult:
+    """Run ``cmd`` like ``run_logged`` but SIGKILL its whole session the moment ``kill_when()`` is true (a crash
+    or ``kill -9`` mid-run, no clean-up of any kind). ``returncode`` is -9 when it was killed that way; a run that
+    ended by itself first keeps its own code."""
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(list(cmd), env=dict(env), cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        sampler = _MemorySampler(proc.pid, proc.pid) if psutil else None
+        if sampler:
+            sampler.start()
+        killed = timed_out = False
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - start > timeout_s:
+                    timed_out = True
+                    break
+                if kill_when():
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    killed = True
+                    break
+                time.sleep(poll_s)
+        finally:
+            wall = time.monotonic() - start
+            if sampler:
+                sampler.stop()
+            strays = _kill_session(proc.pid, grace_s=2)
+            if sampler:
+                strays += _kill_escaped(sampler.escaped)
+            proc.wait(timeout=30)
+    if killed or timed_out:
+        with open(log_path, "ab") as log:
+            why = "SIGKILL on request" if killed else f"killed after {timeout_s:.0f}s wall-clock limit"
+            log.write(f"\n[e2e runner] {why}\n".encode())
+    return RunResult(
+        cmd=list(cmd), returncode=-9 if killed else (None if timed_out else proc.returncode), timed_out=timed_out,
+        wall_s=wall, log_path=log_path, peak_rss_bytes=sampler.peak_rss if sampler else 0,
+        peak_pss_bytes=sampler.peak_pss if sampler else 0, peak_procs=sampler.peak_procs if sampler else 0,
+        stray_pids=strays,
+    )
+
+
+def metric_lines(path: Path) -> list[dict]:
+    """Every line of a file-logger JSONL (``{"step": N, "data": {...}}``), in order, nothing merged."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
