@@ -1,16 +1,19 @@
-"""Every ground truth of the real benchmark files, written as ``\\boxed{answer}``, scores 1 (also through
-math-verify alone, bypassing the fast path); a wrong number scores 0."""
+"""The real benchmark files: every ground truth scores 1 (boxed, on an ``Answer:`` line, and through math-verify
+alone, bypassing the fast path); mechanically generated equivalent renderings score 1 and perturbed wrong answers
+score 0 (on a sample; ``python -m verl_ext.bench.reward`` runs all of them)."""
 
 from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from verl_ext.reward.extract import extract_answer
-from verl_ext.reward.math_score import compute_score, math_verify_equal
+from verl_ext.reward import Scorer
+from verl_ext.reward.variants import renderings, wrong_answers
+from verl_ext.reward.verify import answers_equal
 
 # The project's shared/ sits beside the checkout (../shared), in CI too; VERL_EXT_SHARED overrides.
 SHARED = Path(os.environ.get("VERL_EXT_SHARED") or Path(__file__).resolve().parents[3].parent / "shared")
@@ -30,37 +33,41 @@ def _response(answer: object) -> str:
     return "Let me think step by step.\nTherefore the final answer is $\\boxed{" + str(answer) + "}$."
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_boxed_ground_truth_scores_one(name: str) -> None:
-    failures = []
-    for i, row in enumerate(_rows(name)):
-        response = _response(row["answer"])
-        out = compute_score(name, response, row["answer"])
-        if out["score"] != 1.0:
-            failures.append((i, row["answer"], out))
-            continue
-        pred, _ = extract_answer(response)
-        if not math_verify_equal(pred, str(row["answer"])):
-            failures.append((i, row["answer"], "math-verify alone disagrees"))
-    assert failures == []
+@pytest.fixture(scope="module")
+def scorer() -> Scorer:
+    s = Scorer()
+    assert s.warm_up(120)
+    return s
 
 
-@pytest.mark.parametrize("name", ("aime24", "aime25"))
-def test_wrong_number_scores_zero(name: str) -> None:
-    for row in _rows(name):
-        wrong = int(row["answer"]) + 1
-        assert compute_score(name, _response(wrong), row["answer"])["score"] == 0.0
-        assert compute_score(name, f"Answer: {wrong}", row["answer"], format="dapo")["score"] == -1.0
-
-
-def test_wrong_answers_score_zero_on_math500_sample() -> None:
-    rows = _rows("math500")[:60]
-    for row in rows:
-        assert compute_score("math500", _response("123456.789"), row["answer"])["score"] == 0.0
+def _accs(scorer: Scorer, items: list[tuple[str, str]]) -> list[float]:
+    with ThreadPoolExecutor(max_workers=8) as ex:
+        return list(ex.map(lambda it: scorer.score("bench", _response(it[0]), it[1])["acc"], items))
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_guard_never_refuses_a_real_ground_truth(name: str) -> None:
-    from verl_ext.reward.math_score import is_risky
+def test_ground_truths_score_one(name: str, scorer: Scorer) -> None:
+    golds = [str(r["answer"]) for r in _rows(name)]
+    assert [g for g, acc in zip(golds, _accs(scorer, [(g, g) for g in golds])) if acc != 1.0] == []
+    dapo = Scorer(scorer.config.__class__(format="dapo"))
+    assert [g for g in golds if dapo.score(name, f"work\nAnswer: {g}", g)["score"] != 1.0] == []
 
-    assert [row["answer"] for row in _rows(name) if is_risky(str(row["answer"]))] == []
+
+def _sample() -> list[str]:
+    return [str(r["answer"]) for r in _rows("aime24") + _rows("aime25") + _rows("math500")[:120]]
+
+
+def test_ground_truths_pass_math_verify_alone() -> None:
+    assert [g for g in _sample() if not answers_equal(g, g, timeout_s=5)[0]] == []
+
+
+def test_equivalent_renderings_score_one(scorer: Scorer) -> None:
+    items = [(r, g) for g in _sample() for r in renderings(g)]
+    assert len(items) > 300
+    assert [it for it, acc in zip(items, _accs(scorer, items)) if acc != 1.0] == []
+
+
+def test_wrong_answers_score_zero(scorer: Scorer) -> None:
+    items = [(w, g) for g in _sample() for w in wrong_answers(g)]
+    assert len(items) > 300
+    assert [it for it, acc in zip(items, _accs(scorer, items)) if acc != 0.0] == []
