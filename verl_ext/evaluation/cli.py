@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--chat-template-kwargs", default="{}", help='JSON, e.g. \'{"enable_thinking": false}\'')
     g.add_argument("--merge-dir", default=None, help="where FSDP shards are merged (default OUT/merged_model)")
     g.add_argument("--trust-remote-code", action="store_true")
-    g.add_argument("--batch-size", type=int, default=8, help="hf: prompts per generate call")
+    g.add_argument("--batch-size", type=int, default=32, help="hf: prompts per generate call (x n sequences)")
     g.add_argument("--device", default=None, help="hf: cpu / cuda (default: cuda when available)")
     g.add_argument("--threads", type=int, default=None, help="hf: torch CPU threads")
     g.add_argument("--tp", type=int, default=1, help="vllm: tensor-parallel size")

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 class HFGenerator:
-    def __init__(self, model_path: str, batch_size: int = 8, device: str | None = None, dtype: str | None = None,
+    def __init__(self, model_path: str, batch_size: int = 32, device: str | None = None, dtype: str | None = None,
                  trust_remote_code: bool = False, num_threads: int | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
