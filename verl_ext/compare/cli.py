@@ -79,10 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SystemExit(f"run names must be unique, got {dupes} more than once: name them with NAME=SOURCE")
-    summaries = [summarize_run(r, [], None, args.val_source, args.rollouts_per_step) for r in runs]
+    summaries = [summarize_run(r, data_source=args.val_source, rollouts_per_step=args.rollouts_per_step)
+                 for r in runs]
     budgets = parse_floats(args.budgets, "--budgets") or [default_budget(summaries)]
     target = resolve_target(args.target, summaries)
-    summaries = [summarize_run(r, budgets, target, args.val_source, args.rollouts_per_step) for r in runs]
+    for s in summaries:
+        s.evaluate_at(budgets, target)
     stats = {m: method_stats(group, budgets) for m, group in group_by_method(summaries).items()}
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)

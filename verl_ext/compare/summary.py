@@ -35,27 +35,32 @@ class RunSummary:
     rollouts_estimated: bool = False
     val_points: list[tuple[int, float, float]] = field(default_factory=list)  # (step, rollouts, acc)
 
+    def evaluate_at(self, budgets: Sequence[float], target: float | None) -> "RunSummary":
+        """Fill the accuracy at each rollout budget and the rollouts to ``target`` from the validation points."""
+        curve = [(r, acc) for _, r, acc in self.val_points]
+        self.val_at_budget = {float(b): interpolate(curve, float(b)) for b in budgets}
+        self.rollouts_to_target = None if target is None else first_reaching(curve, target)
+        return self
+
     def as_dict(self) -> dict:
         out = dict(self.__dict__)
         out["val_at_budget"] = {str(int(k)): v for k, v in self.val_at_budget.items()}
         return out
 
 
-def summarize_run(run: Run, budgets: Sequence[float], target: float | None, data_source: str | None = None,
-                  rollouts_per_step: float | None = None) -> RunSummary:
+def summarize_run(run: Run, budgets: Sequence[float] = (), target: float | None = None,
+                  data_source: str | None = None, rollouts_per_step: float | None = None) -> RunSummary:
     vals = val_series(run, data_source)
     axis = rollout_axis(run, rollouts_per_step)
     points = [(step, axis.at(step), acc) for step, acc in vals]
-    curve = [(r, acc) for _, r, acc in points]
     zero = zero_signal_series(run)
     last = max(run.sorted_steps())
-    return RunSummary(
+    summary = RunSummary(
         name=run.name, method=run.method, seed=run.seed, steps=last, total_rollouts=axis.at(last),
         val_initial=points[0][2], val_final=points[-1][2], val_final_step=points[-1][0],
-        val_at_budget={float(b): interpolate(curve, float(b)) for b in budgets},
-        rollouts_to_target=None if target is None else first_reaching(curve, target),
         zero_signal_mean=sum(v for _, v in zero) / len(zero) if zero else None,
         rollouts_estimated=bool(axis.estimated_steps), val_points=points)
+    return summary.evaluate_at(budgets, target)
 
 
 def default_budget(summaries: Sequence[RunSummary]) -> float:
