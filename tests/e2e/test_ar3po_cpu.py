@@ -1,0 +1,146 @@
+"""AR3PO (``method=ar3po_grpo``) through verl's real trainer on the CPU backend.
+
+The seeds are 8 tiny-task prompts chosen by level so that every kind of group occurs within a few steps: 2 easy
+(``n2_v5_a``, solved greedily 100%), 5 middling (``n2_v20_a``, ~45%), 1 out of reach (``n4_v99_m``, 0%). Batch 8:
+every record is rolled out at every step. Stages of one response (``k1 = k_s = 1``) up to the ceiling
+``rollout.n = 2`` make an all-wrong group likely for a middling prompt that was solved before, so reuse fires
+(a middling record escapes it over 6 visits with probability ~0.15, all five ~1e-4).
+
+Run A, 6 steps, checkpoints at 2/4/6:
+- the staged rollout follows the planner (``rollout/plan_mismatch == 0``) and easy prompts get fewer responses
+  than the hard one, read from the per-record counts in the trace file;
+- reuse fires on an all-wrong group, the reused row reaches the actor update with a positive advantage, and the
+  zero-advantage share drops after reuse;
+- the rollout cost adds up: responses generated = the staged groups' sizes (replaced rows counted, reused not).
+Run B resumes A's ``global_step_2``: the response bank comes back from ``heapa_state.json`` (its cumulative
+counters continue instead of restarting).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+RUN_TIMEOUT_S = float(os.environ.get("VERL_EXT_E2E_TIMEOUT", "600"))
+LEVELS = [("n2_v5_a", 2), ("n2_v20_a", 5), ("n4_v99_m", 1)]
+
+
+def _seed_file(assets: Path, out: Path) -> tuple[Path, dict[int, str]]:
+    import pandas as pd
+
+    rows = pd.read_parquet(assets / "data" / "train.parquet")
+    level = rows.extra_info.map(lambda e: e["level"])
+    picked = pd.concat([rows[level == name].head(k) for name, k in LEVELS]).reset_index(drop=True)
+    path = out / "seeds.parquet"
+    picked.to_parquet(path)
+    # PoolDataset numbers seed records 0..N-1 in file order
+    return path, {i: e["level"] for i, e in enumerate(picked.extra_info)}
+
+
+def _overrides(assets: Path, seeds: Path, out: Path, *, steps: int, resume_from: Path | None = None) -> list[str]:
+    return [
+        "method=ar3po_grpo", "platform=cpu", "+ray_kwargs.ray_init.address=local",
+        f"data.train_files={seeds}", f"data.val_files={assets / 'data' / 'val.parquet'}",
+        "data.shuffle=False", "data.train_batch_size=8", "data.val_batch_size=32", "data.val_max_samples=32",
+        "data.max_prompt_length=64", "data.max_response_length=16",
+        f"actor_rollout_ref.model.path={assets / 'model'}", "actor_rollout_ref.actor.optim.lr=1e-4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+        "heapa.ar3po.k1=1", "heapa.ar3po.k_s=1", "heapa.teacher.backend=programmatic",
+        f"heapa.trace_file={out / 'trace.jsonl'}",
+        "trainer.logger=[console,file]", "trainer.project_name=ar3po_e2e", "trainer.experiment_name=ar3po_grpo",
+        f"trainer.total_training_steps={steps}", "trainer.save_freq=2", "trainer.test_freq=-1",
+        "trainer.val_before_train=False", f"trainer.default_local_dir={out / 'ckpt'}",
+        *(["trainer.resume_mode=resume_path", f"trainer.resume_from_path={resume_from}"] if resume_from
+          else ["trainer.resume_mode=disable"]),
+    ]
+
+
+def _run(e2e_runner, repo_root, out: Path, overrides: list[str]):
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "recipe.heapa.main_heapa", *overrides]
+    env = e2e_runner.trainer_env(out / "metrics.jsonl")
+    res = e2e_runner.run_logged(cmd, env=env, log_path=out / "run.log", timeout_s=RUN_TIMEOUT_S, cwd=repo_root)
+    assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{e2e_runner.tail(out / 'run.log')}"
+    print(f"{out.name}: {res.summary()}")
+    trace = {row["step"]: row for row in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
+    return e2e_runner.read_metrics(out / "metrics.jsonl"), trace
+
+
+def _bank(step_dir: Path) -> dict:
+    return json.loads((step_dir / "heapa_state.json").read_text())["ar3po"]["bank"]
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
+    base = tmp_path_factory.mktemp("ar3po")
+    seeds, levels = _seed_file(tiny_assets, base)
+    a = _run(e2e_runner, repo_root, base / "a", _overrides(tiny_assets, seeds, base / "a", steps=6))
+    resume_copy = base / "b_ckpt" / "global_step_2"
+    shutil.copytree(base / "a" / "ckpt" / "global_step_2", resume_copy)
+    b = _run(e2e_runner, repo_root, base / "b",
+             _overrides(tiny_assets, seeds, base / "b", steps=3, resume_from=resume_copy))
+    return {"a": a, "b": b, "levels": levels, "base": base}
+
+
+def test_staged_rollout_spends_less_on_easy_prompts(runs):
+    metrics, trace = runs["a"]
+    assert set(metrics) == set(range(1, 7))
+    for m in metrics.values():
+        assert m["rollout/plan_mismatch"] == 0.0  # every group is exactly what the planner grants
+        assert 1.0 <= m["rollout/responses_per_prompt_mean"] <= 2.0
+        hist = {int(k.rsplit("/", 1)[1]): v for k, v in m.items() if k.startswith("rollout/responses_hist/")}
+        assert sum(size * n for size, n in hist.items()) == m["rollout/responses_total"] and sum(hist.values()) == 8
+        assert m["rollout/gen_responses"] == m["rollout/responses_total"]  # replaced rows counted, reused not
+        assert m["rollout/gen_tokens"] > 0
+    cum = [metrics[s]["rollout/gen_responses_cum"] for s in sorted(metrics)]
+    assert cum == sorted(cum) and cum[-1] == sum(metrics[s]["rollout/gen_responses"] for s in metrics)
+    counts: dict[str, list[int]] = {}
+    for row in trace.values():
+        for rid, (n, _passes) in row["ar3po"].items():
+            counts.setdefault(runs["levels"][int(rid)], []).append(n)
+    easy, hard = counts["n2_v5_a"], counts["n4_v99_m"]
+    assert sum(easy) / len(easy) < sum(hard) / len(hard), counts
+    assert max(hard) == 2 and min(easy) == 1
+
+
+def test_reuse_fills_all_wrong_groups_and_reaches_the_loss(runs):
+    metrics, trace = runs["a"]
+    fired = [s for s, m in metrics.items() if m["rollout/reused"] > 0]
+    assert fired, {s: (m["rollout/all_wrong_frac"], m["rollout/bank_size"]) for s, m in metrics.items()}
+    for s in fired:
+        m = metrics[s]
+        assert m["rollout/reused_in_update"] == m["rollout/reused"]  # every reused row is in the actor's batch
+        assert m["rollout/reused_adv_mean"] > 0  # a success among failures: pushed up by the GRPO advantage
+        assert m["rollout/zero_adv_after"] < m["rollout/zero_adv_before"]
+        assert m["training/off_policy/trajectory_staleness/max"] >= 1  # verl sees the reused response's age
+        assert trace[s]["reused"], "the trace names the records that got a reused response"
+        for rid in trace[s]["reused"]:
+            n, passes = trace[s]["ar3po"][str(rid)]
+            assert passes == 0 and n == 2  # only groups that stayed all-wrong through every stage
+    assert metrics[max(metrics)]["rollout/bank_reused_total"] >= len(fired)
+
+
+def test_resume_restores_the_response_bank(runs):
+    metrics_b, _ = runs["b"]
+    assert set(metrics_b) == {3}
+    saved = _bank(runs["base"] / "a" / "ckpt" / "global_step_2")
+    resumed = _bank(runs["base"] / "b" / "ckpt" / "global_step_3")
+    assert saved["entries"], "run A banked nothing in two steps"
+    # a bank rebuilt from scratch at step 3 would hold only step-3 responses and restart its counters
+    assert any(e["step"] <= 2 for _, entries in resumed["entries"] for e in entries)
+    assert {pid for pid, _ in saved["entries"]} <= {pid for pid, _ in resumed["entries"]}  # nothing lost
+    for name in ("put", "duplicates", "miss"):
+        assert resumed["counters"][name] >= saved["counters"][name]
+    assert metrics_b[3]["rollout/bank_size"] >= len(saved["entries"])
+    cost_a = json.loads((runs["base"] / "a" / "ckpt" / "global_step_2" / "heapa_state.json").read_text())
+    assert metrics_b[3]["rollout/gen_responses_cum"] == (cost_a["rollout_cost"]["total_responses"]
+                                                         + metrics_b[3]["rollout/gen_responses"])
