@@ -2,7 +2,8 @@
 
 Why a planner apart from the agent loop: the decision "who gets more responses" is the algorithm; sending
 requests to vLLM/SGLang is plumbing. Keeping the decision here makes it testable in microseconds and reusable by
-the simulator and by any framework. The verl adapter (an agent-loop manager) drives it:
+the simulator and by any framework. In training, verl's agent-loop workers drive one planner per prompt
+(``verl_ext.adapters.ar3po_agent_loop``), so a prompt's next stage starts as soon as its own results are in:
 
     plan = planner.begin(ids)                  # {id: k1}
     while plan:
