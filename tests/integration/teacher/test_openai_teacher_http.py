@@ -42,7 +42,7 @@ class ChatServer(ThreadingHTTPServer):
         self.headers_seen: list[dict] = []
         self.active = 0
         self.max_active = 0
-        self.slow_s = 1.0
+        self.slow_s = 2.0
         self.drip_s = 0.1
         self.connections = 0
         self.models: list[str] = ["teacher"]
@@ -136,19 +136,18 @@ class _Handler(BaseHTTPRequestHandler):
             hit = srv.hits[key]
             srv.bodies.append(body)
             srv.headers_seen.append(dict(self.headers))
-            srv.active += 1
-            srv.max_active = max(srv.max_active, srv.active)
-        try:
-            self._serve_mode(mode, hit)
-        finally:
-            with srv.lock:
-                srv.active -= 1
+        self._serve_mode(mode, hit)
 
     def _serve_mode(self, mode: str, hit: int) -> None:
         if mode == "ok":
             self._reply(200, self._chat(json.dumps(GOOD)))
-        elif mode == "hold":
+        elif mode == "hold":  # counted while held, not while the reply is written (the client may be done)
+            with self.server.lock:
+                self.server.active += 1
+                self.server.max_active = max(self.server.max_active, self.server.active)
             time.sleep(0.1)
+            with self.server.lock:
+                self.server.active -= 1
             self._reply(200, self._chat(json.dumps(GOOD)))
         elif mode == "fenced":
             self._reply(200, self._chat("Sure.\n```json\n" + json.dumps(GOOD) + "\n```"))
@@ -198,7 +197,7 @@ def server() -> Iterator[ChatServer]:
 
 
 def _config(server: ChatServer, **overrides: object) -> TeacherConfig:
-    base = dict(backend="openai", base_url=server.base_url, model="teacher", timeout_s=0.2, max_retries=2,
+    base = dict(backend="openai", base_url=server.base_url, model="teacher", timeout_s=0.5, max_retries=2,
                 backoff_s=0.01, max_backoff_s=0.05, concurrency=4, queue_capacity=64)
     base.update(overrides)
     return TeacherConfig(**base)
@@ -275,7 +274,7 @@ def test_timeout_retries_then_raises(server, teachers) -> None:
     teacher = teachers(_config(server))
     err, took = _timed(lambda: teacher.validate(_cand("slow")))
     assert isinstance(err, TeacherError) and err.reason == "timeout"
-    assert took < 1.5
+    assert took < 3.5  # three 0.5 s attempts and two short backoffs (a 2 s answer each), room for a busy machine
     assert teacher.counts["timeout"] == 3 and teacher.counts["retries"] == 2
 
 
@@ -284,7 +283,7 @@ def test_slow_drip_ends_within_the_total_deadline(server, teachers) -> None:
     teacher = teachers(_config(server, timeout_s=0.5, max_retries=0))
     err, took = _timed(lambda: teacher.validate(_cand("slowdrip")))
     assert isinstance(err, TeacherError) and err.reason == "timeout"
-    assert 0.45 <= took < 0.8
+    assert 0.45 <= took < 1.5  # the drip alone would take over 20 s
 
 
 def test_slow_drip_never_pins_the_workers(server) -> None:
@@ -303,9 +302,9 @@ def test_slow_drip_never_pins_the_workers(server) -> None:
     finally:
         validator.close()
     assert validator.outcome_counts() == {"timeout": 25}
-    assert wall < 4 * 0.5 + 1.0  # four waves of at most 8; nothing waits on the drip
-    assert max(ages) > 0.2 and max(ages) < 0.5 + 0.3  # the age metric sees calls in flight, never past the deadline
-    assert metrics["teacher/latency_p95_s"] < 0.5 + 0.2 and metrics["teacher/oldest_inflight_s"] == 0.0
+    assert wall < 6.0  # four waves of at most 8 (2 s); each drip alone would take over 20 s
+    assert 0.2 < max(ages) < 0.5 + 0.5  # the age metric sees calls in flight, never far past the deadline
+    assert metrics["teacher/latency_p95_s"] < 0.5 + 0.5 and metrics["teacher/oldest_inflight_s"] == 0.0
 
 
 @pytest.mark.parametrize("mode", ["cutlength", "cutclose"])
@@ -325,8 +324,8 @@ def test_429_is_retried(server, teachers) -> None:
     assert teachers(_config(server)).validate(_cand("ratelimited")).accepted
 
 
-@pytest.mark.parametrize(("mode", "low", "high"), [("retryafter", 0.95, 1.5), ("retryafterms", 0.38, 0.9),
-                                                  ("retryafterlong", 0.28, 0.8)])
+@pytest.mark.parametrize(("mode", "low", "high"), [("retryafter", 0.95, 2.5), ("retryafterms", 0.38, 1.5),
+                                                  ("retryafterlong", 0.28, 1.5)])
 def test_retry_after_is_honoured_and_capped(server, teachers, mode, low, high) -> None:
     # backoff alone would wait ~0.01 s; the server asks for 1 s / 400 ms / an hour (capped at 0.3 s)
     teacher = teachers(_config(server, max_retry_after_s=0.3 if mode == "retryafterlong" else 60.0))
@@ -374,7 +373,7 @@ def test_connection_refused_is_a_connection_fault(teachers) -> None:
 
 
 def test_concurrency_limit_is_respected(server, teachers) -> None:
-    teacher = teachers(_config(server, concurrency=2))
+    teacher = teachers(_config(server, concurrency=2, timeout_s=2.0))
     threads = [threading.Thread(target=teacher.validate, args=(_cand("hold", i),)) for i in range(6)]
     start = time.perf_counter()
     for t in threads:
@@ -408,11 +407,11 @@ def test_close_interrupts_backoff_and_requests_in_flight(server, mode) -> None:
     start = time.perf_counter()
     teacher.close()
     thread.join(3)
-    assert not thread.is_alive() and time.perf_counter() - start < 0.5 and errors == ["closed"]
+    assert not thread.is_alive() and time.perf_counter() - start < 1.0 and errors == ["closed"]
 
 
 def test_validator_over_http_loses_nothing_and_never_blocks(server) -> None:
-    server.slow_s = 0.5
+    server.slow_s = 1.5
     modes = ["ok", "fenced", "slow", "flaky", "malformed", "drop", "droponce", "bad"] * 2
     cands = [_cand(m, i) for i, m in enumerate(modes)]
     validator = AsyncValidator.from_config(OpenAITeacher(_config(server)), _config(server))
@@ -435,7 +434,8 @@ def test_validator_over_http_loses_nothing_and_never_blocks(server) -> None:
     assert len(texts) == len(set(texts)) == 8
     assert {m for c in accepted for m in _MODE_RE.findall(c[0].text)} == {"ok", "fenced", "flaky", "droponce"}
     metrics = validator.metrics()
-    assert metrics["teacher/latency_p95_s"] > 0 and metrics["teacher/http/timeout"] == 6
+    # 2 slow candidates x 3 attempts; on a busy machine another 0.5 s attempt may time out (and be retried)
+    assert metrics["teacher/latency_p95_s"] > 0 and metrics["teacher/http/timeout"] >= 6
 
 
 # ------------------------------------------------------------------------------------------ start-up probe
@@ -451,18 +451,18 @@ def test_probe_reports_a_reachable_server(server, caplog) -> None:
 
 def test_probe_names_teacher_base_url_when_nothing_listens() -> None:
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    cfg = TeacherConfig(backend="openai", model="m", base_url=url, probe_timeout_s=2)
+    cfg = TeacherConfig(backend="openai", model="m", base_url=url, probe_timeout_s=10)
     err, took = _timed(lambda: probe_teacher(cfg))
     assert isinstance(err, TeacherUnreachableError)
     assert "TEACHER_BASE_URL" in str(err) and url in str(err) and "heapa.augmentation.enabled=false" in str(err)
-    assert took < 1.0
+    assert took < 5.0  # a refused connection fails at once, not at the 10 s deadline
 
 
 def test_probe_has_a_total_deadline(server) -> None:
     server.models_status = 0  # drips the model list
     err, took = _timed(lambda: probe_teacher(_config(server, probe_timeout_s=0.5)))
     assert isinstance(err, TeacherUnreachableError) and "no answer within 0.5 s" in str(err)
-    assert took < 1.0
+    assert took < 2.0  # the 30-byte list dripped at 10 bytes/s would take 3 s
 
 
 def test_probe_names_the_key_variable_on_401(server, monkeypatch) -> None:
