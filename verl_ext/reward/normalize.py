@@ -26,10 +26,13 @@ _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree\b")
 _PERCENT_RE = re.compile(r"\\%|%")
 _CURRENCY_RE = re.compile(r"\\\$|\$")
 _BRACED_COMMA_RE = re.compile(r"\{,\}")
-# A unit in text after a number: "5 \text{ cm}^2", "\mbox{ inches}", "\mathrm{kg}". The text must be words only
-# (letters, spaces, dots, slashes), so \text{(C)} or \text{ and } in a list are left alone.
+# A unit in text after a number, at the end: "5 \text{ cm}^2", "\mbox{ inches}", "\mathrm{kg}". The text must be
+# words only (letters, spaces, dots, slashes), so \text{(C)} is left alone; \text{i}, \text{e} and \text{j} are
+# constants, not units, and in \mathrm a unit needs two letters or more.
+_UNIT_POWER = r"(?:\s*\^\s*\{?\s*[23]\s*\}?)?\s*$"
 _TEXT_UNIT_RE = re.compile(
-    r"(?<=[\d}.])\s*\\(?:text|mbox|mathrm|textrm|textnormal)\s*\{\s*[A-Za-z][A-Za-z ./]*\}(?:\s*\^\s*\{?\s*[23]\s*\}?)?\s*$"
+    r"(?<=[\d}.])\s*(?:\\(?:text|mbox)\s*\{\s*(?![iej]\s*\})[A-Za-z]|\\(?:mathrm|textrm|textnormal)\s*\{\s*[A-Za-z]{2})"
+    r"[A-Za-z ./]*\}" + _UNIT_POWER
 )
 # Bare unit words after a number ("3 cm", "12 degrees"). Closed list of words of two or more letters: a single
 # letter after a number is a variable ("2t", "5r").
@@ -39,7 +42,7 @@ _BARE_UNITS = (
     "hour", "minutes", "minute", "seconds", "second", "days", "day", "years", "year", "units", "unit", "sq",
     "square", "mph", "pounds", "pound", "grams", "gram", "liters", "litres", "liter", "litre",
 )
-_BARE_UNIT_RE = re.compile(r"(?<=\d)\s+(?:" + "|".join(_BARE_UNITS) + r")(?:\s*\^\s*\{?\s*[23]\s*\}?)?\s*$")
+_BARE_UNIT_RE = re.compile(r"(?<=\d)\s+(?:" + "|".join(_BARE_UNITS) + r")" + _UNIT_POWER)
 _WRAPPERS = ("\\boxed", "\\fbox", "\\textbf", "\\mathbf", "\\text", "\\mbox", "\\mathrm", "\\textrm")
 _WORDS_RE = re.compile(r"[A-Za-z][A-Za-z ']*")
 

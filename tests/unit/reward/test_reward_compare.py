@@ -23,6 +23,7 @@ from verl_ext.reward.verify import ComparisonTimeout, answers_equal
         (r"\$32,\!348", "32,348"), (r"25\%", "25"),
         (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", r"\begin{pmatrix}1\\2\end{pmatrix}"),
         ("2t", "2t"), ("5 m", "5m"),  # a single letter after a number is a variable, not a unit
+        (r"6+9\text{i}", r"6+9\text{i}"), (r"2\mathrm{e}", r"2\mathrm{e}"), (r"5\mathrm{kg}", "5"),
         (r"\text{(C)}", r"(C)"),
     ],
 )
