@@ -14,7 +14,8 @@ forked from a zygote by a supervisor thread, killed with the actor via ``PR_SET_
 error scores the trajectory as wrong (0, or -1 with ``format=dapo``) with ``acc=0`` and ``timeout``/``error`` = 1.
 A user's ``reward.custom_reward_function`` (verl passes it in; verl's ``default_compute_score`` is replaced) runs
 in the same worker processes, loaded from its path, under the same limit; an async one runs on the event loop
-under ``asyncio.wait_for``.
+under ``asyncio.wait_for``. Its results are ``RewardInfo`` dicts (a missing key reads as None), so a failure that
+cannot know the scorer's extra keys does not break verl's stacking.
 
 Settings come from ``reward.reward_kwargs`` (verl's DAPO manager reads the same place): the
 ``verl_ext.reward.ScorerConfig`` fields (``format``, ``timeout_s``, ``workers``, ``memory_limit_mb``,
@@ -34,6 +35,7 @@ import functools
 import importlib.util
 import inspect
 import logging
+import pickle
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -112,6 +114,18 @@ class HeapaRewardConfig:
                    default_max_resp_len if max_resp_len is None else max_resp_len)
 
 
+class RewardInfo(dict):
+    """``reward_extra_info`` of a custom scorer's trajectory: a missing key reads as None.
+
+    verl stacks ``reward_extra_info`` by the keys of a batch's first trajectory (``info[key]`` for every other one).
+    A trajectory whose custom scorer timed out or raised cannot know the keys the scorer returns for the others
+    when it finished first; reading None keeps the batch alive (verl's metrics skip None values).
+    """
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
 class HeapaRewardManager(RewardManagerBase):
     """Math scoring for any data source, time-limited; see the module docstring."""
 
@@ -170,8 +184,12 @@ class HeapaRewardManager(RewardManagerBase):
                           reward_model_tokenizer=self.reward_model_tokenizer)
         if self.custom_target is not None:
             deadline = time.monotonic() + timeout_s
-            outcome = await self.loop.run_in_executor(
-                self._executor, functools.partial(self.scorer.call, self.custom_target, kwargs, deadline))
+            try:
+                outcome = await self.loop.run_in_executor(
+                    self._executor, functools.partial(self.scorer.call, self.custom_target, kwargs, deadline))
+            except (pickle.PicklingError, TypeError, AttributeError, ValueError):  # the row's kwargs do not pickle
+                logger.exception("could not send a trajectory to the custom scorer's worker; scoring it as wrong")
+                return self._failure("error")
             return outcome.value if outcome.status == "ok" else self._failure(outcome.status)
         if self.is_async_reward_score:
             call = self.custom(**kwargs)
@@ -206,7 +224,7 @@ class HeapaRewardManager(RewardManagerBase):
         info.setdefault("error", 0.0)
         if self.custom is not None:
             self._custom_keys.update(dict.fromkeys(info))
-            info = {**dict.fromkeys(self._custom_keys), **info}
+            info = RewardInfo({**dict.fromkeys(self._custom_keys), **info})
         reward = score
         ob = self.settings.overlong_buffer
         if ob.enable:
@@ -229,7 +247,13 @@ def _isolated_target(config: Any, fn: Any) -> Any:
     while isinstance(target, functools.partial):
         target = target.func
     module = getattr(target, "__module__", None)
-    if not module or module == "__main__" or importlib.util.find_spec(module) is None:
+    if not module or module == "__main__" or "<locals>" in getattr(target, "__qualname__", "<locals>"):
+        return None
+    try:
+        if importlib.util.find_spec(module) is None:
+            return None
+        pickle.dumps(fn)
+    except (ImportError, ValueError, AttributeError, TypeError, pickle.PicklingError):
         return None
     return fn
 

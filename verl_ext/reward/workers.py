@@ -104,7 +104,7 @@ class WorkerPool:
 
     # -- public -------------------------------------------------------------------------------------------------
     def wait_ready(self, timeout_s: float | None = None) -> bool:
-        """Block until a first worker is up (the zygote has imported and warmed math-verify)."""
+        """Block until all workers are up (the zygote has imported and warmed math-verify, then forked them)."""
         return self._ready.wait(self.startup_timeout_s if timeout_s is None else timeout_s)
 
     def run(self, task: tuple, deadline: float, max_run_s: float | None = None) -> Outcome:
@@ -206,7 +206,8 @@ class WorkerPool:
                         break
                     self._live.add(worker)
                 self._idle.put(worker)
-                self._ready.set()
+                if len(self._live) >= self.workers:
+                    self._ready.set()
         self._stop_zygote()
 
     def _start_zygote(self) -> None:

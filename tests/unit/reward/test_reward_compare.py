@@ -4,6 +4,8 @@ math-verify's own timers work, as in a worker)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from verl_ext.reward.choice import answer_letter, gold_letter
 from verl_ext.reward.compare import fast_equal, read_based
@@ -105,3 +107,12 @@ def test_math_verify_path_reports_its_own_timeouts() -> None:
     """In a main thread math-verify's alarm ends a stall and says so (the worker survives)."""
     with pytest.raises(ComparisonTimeout):
         answers_equal(r"9^{9^{9}}", "7", timeout_s=1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("0123456789.,-+e/\\{}^_()[]$%°xfrac text times cdot")), max_size=60),
+       st.text(alphabet=st.sampled_from(list("0123456789.,-+e/\\{}^_()$ ")), max_size=30))
+def test_fast_path_never_raises_and_is_reflexive(pred: str, gold: str) -> None:
+    assert fast_equal(pred, gold) in (True, False, None)
+    if compact(pred):
+        assert fast_equal(pred, pred) is True
