@@ -9,7 +9,9 @@ answers already capped at ``max_answer_chars``, so no input can make it slow:
 3. a number written with a base subscript (``52_8``, ``1011_{2}``): the same digits in the same base, or the same
    digits with the subscript left out, are equal; a plain integer is equal when the values are; anything else is
    not (math-verify reads ``52_9`` and ``52_8`` alike);
-4. both plain numbers (``numbers.read_number``): ``numbers.numbers_agree`` decides.
+4. both plain numbers (``numbers.read_number``): ``numbers.numbers_agree`` decides;
+5. both a tuple or interval of plain numbers with the same brackets (``(2,4)``, ``[-2,7)``): equal iff they have
+   as many elements and each pair agrees by rule 4 (sets, ``\\infty`` and symbols are left to math-verify).
 """
 
 from __future__ import annotations
@@ -70,4 +72,22 @@ def fast_equal(pred: str, gold: str, min_digits: int = DEFAULT_MIN_DIGITS) -> bo
     pn, gn = read_number(p), read_number(g)
     if pn is not None and gn is not None:
         return numbers_agree(pn, gn, min_digits)
-    return None
+    return _tuple_equal(p, g, min_digits)
+
+
+def _numbers_in_brackets(s: str) -> tuple[str, list] | None:
+    """(bracket pair, numbers) of a compact ``(a,b,...)`` / ``[a,b)`` of plain numbers, else None."""
+    if len(s) < 3 or s[0] not in "([" or s[-1] not in ")]":
+        return None
+    parts = s[1:-1].split(",")
+    if len(parts) < 2 or any(c in s[1:-1] for c in "()[]") or any(x.count("{") != x.count("}") for x in parts):
+        return None
+    numbers = [read_number(x) for x in parts]
+    return (s[0] + s[-1], numbers) if all(n is not None for n in numbers) else None
+
+
+def _tuple_equal(p: str, g: str, min_digits: int) -> bool | None:
+    pt, gt = _numbers_in_brackets(p), _numbers_in_brackets(g)
+    if pt is None or gt is None or pt[0] != gt[0]:
+        return None
+    return len(pt[1]) == len(gt[1]) and all(numbers_agree(a, b, min_digits) for a, b in zip(pt[1], gt[1]))

@@ -74,6 +74,8 @@ def test_answer_letters(answer: str, letter: str | None) -> None:
         ("Evelyns", r"\text{Evelyn}", False), ("5", r"\text{Evelyn}", False),
         ("52", "52_8", True), ("52_{8}", "52_8", True), ("52_9", "52_8", False), ("42", "52_8", False),
         ("2t", "2", None), (r"\frac12", "x", None),
+        ("(2,5)", "(2,4)", False), ("(2,4)", r"\left(2, 4\right)", True), (r"(0.5,\frac{1}{3})", r"(\frac12,\frac13)", True),
+        ("(1,2,3)", "(1,2)", False), ("(2,4)", "[2,4]", None), (r"(3,\infty)", r"(2,\infty)", None),
     ],
 )
 def test_fast_path(pred: str, gold: str, expected: bool | None) -> None:
