@@ -167,8 +167,8 @@ def _throughput_row(scorer: Scorer, golds: list[tuple[str, str]], args: argparse
     # only answers the in-process rules cannot decide: every one is a math-verify call in a worker
     slow = [(s, response(a), g) for s, g in golds for a in (*renderings(g), *wrong_answers(g))
             if gold_letter(g) is None and fast_equal(a, g) is None]
-    for name, items in (("throughput, 1 thread, ~1k-char responses", mixed),
-                        ("throughput, 1 thread, math-verify path only", slow)):
+    for name, items, target in (("throughput, 1 thread, ~1k-char responses", mixed, 20.0),
+                                ("throughput, 1 thread, math-verify path only (worst case)", slow, None)):
         fresh = Scorer(ScorerConfig(timeout_s=args.timeout_s, workers=1), pool=WorkerPool(workers=1))  # cold caches
         try:
             fresh.warm_up(120)
@@ -179,8 +179,11 @@ def _throughput_row(scorer: Scorer, golds: list[tuple[str, str]], args: argparse
             fresh.pool.close()
         rate = len(items) / m.wall
         inproc = sum(fresh.counts.get(k, 0) for k in ("fast", "choice", "no_answer"))
-        row(name, m, f"{rate:.1f} items/s", ">= 20 items/s", rate >= 20, len(items),
-            f"{inproc}/{len(items)} decided in-process; {len(items[0][1])} chars each")
+        per_cpu = len(items) / max(1e-9, m.cpu + m.worker_cpu)
+        row(name, m, f"{rate:.1f} items/s", f">= {target:g} items/s" if target else "(information)",
+            rate >= target if target else True, len(items),
+            f"{inproc}/{len(items)} decided in-process; {len(items[0][1])} chars each; "
+            f"{per_cpu:.1f} items per CPU-second")
 
 
 def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
