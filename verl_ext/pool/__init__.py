@@ -1,4 +1,4 @@
-"""The prompt pool: records, pass-rate estimators, indexed heaps and the bounded HeaPA ``QueryPool``.
+"""The prompt pool: records, pass-rate estimators, value buckets and the bounded HeaPA ``QueryPool``.
 
 Pure Python + numpy; no verl, ray or torch.
 """
@@ -24,14 +24,15 @@ from verl_ext.pool.estimators import (
     to_reward,
 )
 from verl_ext.pool.feedback import FeedbackSummary
-from verl_ext.pool.heap import DoubleEndedHeap, IndexedHeap
+from verl_ext.pool.buckets import ValueBuckets
+from verl_ext.pool.heap import IndexedHeap
 from verl_ext.pool.pool import QueryPool
 from verl_ext.pool.record import ARCHIVED, AUGMENTED, COLD, IN_FLIGHT, POOLED, SEED, PromptRecord
 
 __all__ = [
     "ARCHIVED", "AUGMENTED", "COLD", "ESTIMATORS", "IN_FLIGHT", "POOLED", "SEED",
-    "BetaEstimator", "ConfigError", "DoubleEndedHeap", "DuplicateRecordError", "EmaEstimator", "Estimator",
+    "BetaEstimator", "ConfigError", "DuplicateRecordError", "EmaEstimator", "Estimator",
     "FeedbackSummary", "IndexedHeap", "LastEstimator", "PoolConfig", "PoolFullError", "PromptRecord",
-    "QueryPool", "RecordStateError", "ReinsertionConfig", "UnknownRecordError", "build_estimator",
+    "QueryPool", "RecordStateError", "ReinsertionConfig", "UnknownRecordError", "ValueBuckets", "build_estimator",
     "child_initial_estimate", "scale_by_difficulty", "to_pass", "to_reward",
 ]

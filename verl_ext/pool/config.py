@@ -1,7 +1,7 @@
 """Configuration dataclasses of the pool, mirrored by the recipe's YAML (``heapa.pool.*``).
 
-Defaults follow the paper (``last`` estimator, medium-only boundary sampling, a 50/50 rank split, full
-reinsertion when the pool runs below one batch). ``__post_init__`` rejects bad values with a ``ConfigError`` that
+Defaults are the ones measured best in the simulator over every shipped scenario (docs/sim.md); every paper
+choice stays one override away and is named in ``PoolConfig``'s docstring. ``__post_init__`` rejects bad values with a ``ConfigError`` that
 names the field, so a typo in a Hydra override fails at startup, not hours into a run.
 """
 
@@ -15,6 +15,8 @@ from verl_ext.pool.errors import ConfigError
 from verl_ext.pool.estimators import build_estimator
 
 SAMPLING_MODES = ("medium_only", "mixed")
+BOUNDARIES = ("target", "median")
+EVICTIONS = ("farthest", "paper")
 REINSERT_TRIGGERS = ("below_batch", "always", "never")
 
 
@@ -42,7 +44,7 @@ class ReinsertionConfig:
     - ``max_visits``: retire records trained this many times; ``None`` disables.
     """
 
-    trigger: str = "below_batch"
+    trigger: str = "always"
     rate: int | None = None
     drop_solved_streak: int = 0
     max_visits: int | None = None
@@ -57,12 +59,31 @@ class ReinsertionConfig:
 
 @dataclass
 class PoolConfig:
-    """Everything that shapes a ``QueryPool``.
+    """Everything that shapes a ``QueryPool``. Defaults are measured ones (docs/sim.md); the paper's choices are
+    one override away (``boundary=median``, ``estimator=last``, ``eviction=paper``, ``child_prior_strength=null``,
+    ``reinsertion.trigger=below_batch``).
 
     - ``max_pool_size``: live records (cold + scored + in flight); inserts beyond it evict (spec section 1).
-    - ``low_fraction``: share of scored records in the hard half.
-    - ``sampling_mode``: ``medium_only`` (boundary only) or ``mixed`` (part of each batch from the easiest).
+    - ``boundary``: where the frontier is. ``target``: records whose estimate is nearest ``target_pass_rate``
+      (holds in every pool shape); ``median``: the paper's split at rank ``low_fraction``.
+    - ``target_pass_rate``: the pass rate ``target`` aims at (0.5: a group is most likely mixed there).
+    - ``candidate_ratio``: ``target`` draws the batch at random from this many times ``need`` nearest records
+      (1 = the nearest ones; ``median`` always uses the paper's 2).
+    - ``low_fraction``: rank share below the split for ``median`` (0.5 = the median).
+    - ``sampling_mode``: ``medium_only`` (frontier only) or ``mixed`` (part of each batch from the easiest).
     - ``mixed_easy_fraction``: in ``mixed`` mode, the share of the scored part of a batch taken from the easiest.
+    - ``cold_fraction``: at most this share of a batch comes from the cold (never measured) queue while scored
+      records can fill the rest (1 = the paper's cold-first pass).
+    - ``max_child_fraction``: at most this share of a batch may be augmented children (1 = no cap).
+    - ``child_distance_penalty``: ``target`` ranks a child as if its estimate were this much farther from the
+      target than it is (a seed's estimate was measured; a child's may belong to an unsolvable problem);
+      ``None`` = learned from the share of children found unsolvable at their first measurement
+      (``calibration.py``; 0 while none are).
+    - ``child_prior_strength``: pseudo-rollouts behind an unmeasured child's parent-derived prior (shrunk towards
+      0.5); ``None`` = the paper's rule, the estimate itself.
+    - ``eviction``: ``farthest`` (the child farthest from the frontier, seeds only when no child is left) or
+      ``paper`` (hardest on a scored insert, easiest to make room for a cold one).
+    - ``resolution``: value buckets; values closer than ``1/resolution`` are ties, drawn at random.
     - ``archive_capacity``: bound of the archive (oldest evicted first); ``None`` = ``max_pool_size``.
     - ``estimator`` / ``estimator_params``: pass-rate estimator by name (``last``, ``ema``, ``beta``).
     - ``history_length``: visits remembered in each record's solved history (for ``drop_solved_streak``).
@@ -71,12 +92,21 @@ class PoolConfig:
     """
 
     max_pool_size: int = 100_000
+    boundary: str = "target"
+    target_pass_rate: float = 0.5
+    candidate_ratio: float = 1.0
     low_fraction: float = 0.5
     sampling_mode: str = "medium_only"
     mixed_easy_fraction: float = 0.5
+    cold_fraction: float = 0.25
+    max_child_fraction: float = 0.5
+    child_distance_penalty: float | None = None
+    child_prior_strength: float | None = 2.0
+    eviction: str = "farthest"
+    resolution: int = 1000
     archive_capacity: int | None = None
     reinsertion: ReinsertionConfig = field(default_factory=ReinsertionConfig)
-    estimator: str = "last"
+    estimator: str = "beta"
     estimator_params: dict[str, Any] = field(default_factory=dict)
     history_length: int = 16
     track_changes: bool = True
@@ -85,10 +115,27 @@ class PoolConfig:
         if isinstance(self.reinsertion, dict):
             self.reinsertion = ReinsertionConfig(**self.reinsertion)
         _check_int("max_pool_size", self.max_pool_size, 1)
+        if self.boundary not in BOUNDARIES:
+            raise ConfigError(f"boundary must be one of {BOUNDARIES}, got {self.boundary!r}")
+        _check_fraction("target_pass_rate", self.target_pass_rate)
+        if isinstance(self.candidate_ratio, bool) or not isinstance(self.candidate_ratio, (int, float)) \
+                or not 1.0 <= self.candidate_ratio <= 1e6:
+            raise ConfigError(f"candidate_ratio must be a number >= 1, got {self.candidate_ratio!r}")
         _check_fraction("low_fraction", self.low_fraction)
         if self.sampling_mode not in SAMPLING_MODES:
             raise ConfigError(f"sampling_mode must be one of {SAMPLING_MODES}, got {self.sampling_mode!r}")
         _check_fraction("mixed_easy_fraction", self.mixed_easy_fraction)
+        _check_fraction("cold_fraction", self.cold_fraction)
+        _check_fraction("max_child_fraction", self.max_child_fraction)
+        if self.child_distance_penalty is not None:
+            _check_fraction("child_distance_penalty", self.child_distance_penalty)
+        if self.child_prior_strength is not None and (
+                isinstance(self.child_prior_strength, bool) or not isinstance(self.child_prior_strength, (int, float))
+                or not 0.0 <= self.child_prior_strength < float("inf")):
+            raise ConfigError(f"child_prior_strength must be a number >= 0 or null, got {self.child_prior_strength!r}")
+        if self.eviction not in EVICTIONS:
+            raise ConfigError(f"eviction must be one of {EVICTIONS}, got {self.eviction!r}")
+        _check_int("resolution", self.resolution, 1)
         _check_int("archive_capacity", self.archive_capacity, 0, allow_none=True)
         _check_int("history_length", self.history_length, 1)
         if self.reinsertion.drop_solved_streak > self.history_length:
@@ -100,6 +147,17 @@ class PoolConfig:
             raise ConfigError(f"track_changes must be a bool, got {self.track_changes!r}")
         self.estimator_params = dict(self.estimator_params or {})
         build_estimator(self.estimator, **self.estimator_params)  # validates name and parameters
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> "PoolConfig":
+        """The reference implementation's choices (spec sections 1-5), for ablations: median split, cold-first,
+        ``last`` estimator, hardest/easiest eviction, the parent-derived child estimate as is, no child cap,
+        reinsertion only when the pool runs below one batch. ``overrides`` replace any field."""
+        base: dict[str, Any] = dict(boundary="median", cold_fraction=1.0, estimator="last", eviction="paper",
+                                    child_prior_strength=None, max_child_fraction=1.0, child_distance_penalty=0.0,
+                                    reinsertion=ReinsertionConfig(trigger="below_batch"))
+        base.update(overrides)
+        return cls(**base)
 
     @property
     def archive_limit(self) -> int:

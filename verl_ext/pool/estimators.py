@@ -51,6 +51,19 @@ def child_initial_estimate(parent_pass: float, d: float) -> float:
     return to_pass(scale_by_difficulty(to_reward(parent_pass), d))
 
 
+def child_prior(estimate: float, strength: float | None) -> float:
+    """The ranking value of an unmeasured child: its parent-derived ``estimate`` as ``strength`` pseudo-rollouts
+    on top of a uniform Beta(1, 1) prior, i.e. ``(1 + strength * estimate) / (2 + strength)``.
+
+    ``None`` keeps the paper's rule (the estimate itself). A child of a parent scored 0.0 then reads as uncertain
+    (0.25 at strength 2) instead of certainly hopeless, so it is measured once before it is judged; one rollout
+    group of 8 outweighs the prior.
+    """
+    if strength is None:
+        return estimate
+    return (1.0 + strength * estimate) / (2.0 + strength)
+
+
 def check_pass_rate(p: float, what: str = "pass rate") -> float:
     """Return ``float(p)`` if it is a number in [0, 1], else raise ``ValueError`` naming ``what``."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:

@@ -1,7 +1,7 @@
-"""``IndexedHeap``: a binary heap with a position index, and ``DoubleEndedHeap`` (a min/max pair).
+"""``IndexedHeap``: a binary heap with a position index (the pool's cold queue, ordered by arrival).
 
-The pool must reposition and remove arbitrary records (eviction, lineage refresh, ``take``) without the O(n)
-scans and lazy-deletion garbage of the reference code. Complexity per operation (n = size):
+The pool must remove arbitrary cold records (``take``, lineage giving one a value) without the O(n) scans and
+lazy-deletion garbage of the reference code. Complexity per operation (n = size):
 
 ==============================  ==========
 push / pop / update / remove    O(log n)
@@ -269,68 +269,3 @@ class IndexedHeap:
                 break
         keys[pos], ids[pos] = k, i
         where[i] = pos
-
-
-class DoubleEndedHeap:
-    """A min-heap and a max-heap over the same entries: O(log n) access to both extremes and removal by id.
-
-    The two arrays share the key objects, so the second heap costs two list slots and an index entry per record.
-    """
-
-    __slots__ = ("lo", "hi")
-
-    def __init__(self) -> None:
-        self.lo = IndexedHeap(max_heap=False)
-        self.hi = IndexedHeap(max_heap=True)
-
-    def __len__(self) -> int:
-        return len(self.lo._ids)
-
-    def __bool__(self) -> bool:
-        return bool(self.lo._ids)
-
-    def __contains__(self, item_id: object) -> bool:
-        return item_id in self.lo._pos
-
-    def key(self, item_id: int):
-        return self.lo.key(item_id)
-
-    def push(self, item_id: int, key) -> None:
-        self.lo.push(item_id, key)
-        self.hi.push(item_id, key)
-
-    def remove(self, item_id: int):
-        key = self.lo.remove(item_id)
-        self.hi.remove(item_id)
-        return key
-
-    def peek_min(self) -> tuple[int, float]:
-        return self.lo.peek()
-
-    def peek_max(self) -> tuple[int, float]:
-        return self.hi.peek()
-
-    def pop_min(self) -> tuple[int, float]:
-        item_id, key = self.lo.pop()
-        self.hi.remove(item_id)
-        return item_id, key
-
-    def pop_max(self) -> tuple[int, float]:
-        item_id, key = self.hi.pop()
-        self.lo.remove(item_id)
-        return item_id, key
-
-    def clear(self) -> None:
-        self.lo.clear()
-        self.hi.clear()
-
-    def load_ascending(self, ids: list[int], keys: list) -> None:
-        """Replace the content with entries sorted ascending by ``(key, id)`` in O(n)."""
-        self.lo.load_sorted(ids, keys)
-        self.hi.load_sorted(ids[::-1], keys[::-1])
-
-    def check(self) -> None:
-        """Assert both heaps' invariants and that they hold the same entries (O(n log n); for tests)."""
-        self.lo.check()
-        self.hi.check()
-        assert sorted(self.lo.items()) == sorted(self.hi.items())

@@ -73,8 +73,9 @@ class PoolIngestMixin:
                   step: int, extra: dict | None = None, *, record_id: int | None = None) -> int:
         """Add an augmented child of a held parent; return its id. O(log n).
 
-        Its prior is ``child_initial_estimate(base_value(parent), difficulty_factor)`` and it enters the heaps
-        (evicting the hardest record if the pool is full, possibly itself). A parent without any value yields a
+        Its prior is ``child_initial_estimate(base_value(parent), difficulty_factor)`` (the paper's rule); it ranks
+        by that prior shrunk towards 0.5 (``base_value``), as an unmeasured child is uncertain, not a copy of its
+        parent's 0.0. It enters the buckets (evicting by the eviction rule if the pool is full, maybe itself). A parent without any value yields a
         cold child. ``UnknownRecordError`` if the parent is not held (e.g. evicted meanwhile).
         """
         check_payload(prompt, answer, data_source, extra)
@@ -97,7 +98,7 @@ class PoolIngestMixin:
         else:
             rec.prior = child_initial_estimate(parent_value, float(difficulty_factor))
             self._mark_changed(rid)
-            self._insert_scored(rid, rec.prior)
+            self._insert_scored(rid, self.base_value(rid))
         return rid
 
     def _claim_id(self, record_id: int | None) -> int:
@@ -141,7 +142,7 @@ class PoolIngestMixin:
                 f"{len(self._in_flight)} in-flight records and only scored records can be evicted"
             )
         for _ in range(self._live_count() + n - cap):
-            self._evict(self._scored.pop_max()[0], "capacity_easy")
+            self._evict_one(scored_insert=False)
 
     def _push_cold(self, rid: int) -> None:
         self._cold.push(rid, self._cold_back)

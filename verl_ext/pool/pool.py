@@ -4,50 +4,53 @@ Where a record lives, by status:
 
 - ``cold``: FIFO queue of unscored records (an ``IndexedHeap`` on arrival number, so it is indexable and
   removable by id); served before anything else.
-- ``pooled``: scored records in a ``RankSplit`` (hard half / easy half); boundary sampling draws from the tops.
+- ``pooled``: scored records in ``ValueBuckets`` (bucketed by ranking value, seeds and augmented children apart);
+  boundary sampling draws from the frontier (``frontier.py``: nearest ``target_pass_rate`` by default, or the
+  paper's median split), ties at random.
 - ``in_flight``: handed out by ``sample``/``take``; back via ``feedback`` (-> archive) or ``release`` (-> pool).
 - ``archived``: trained records in a bounded FIFO, returned by ``reinsert`` under the configured policy.
 - evicted: dropped from memory; counted by reason and reported once by ``drain_evicted``.
 
 ``max_pool_size`` bounds the live records (cold + scored + in flight), so returning in-flight records never
 overflows. All randomness comes from one seeded PCG64 generator whose state is checkpointed with the pool.
-Per-step operations are O(k log n) for a batch of k; nothing scans the pool.
+Per-step operations are O(k + buckets) for a batch of k; nothing scans the pool.
 
-Ranking value of a record (its heap key) = lineage override if set, else the estimator's value, else the prior
+Ranking value of a record (its bucket) = lineage override if set, else the estimator's value, else the prior
 of an augmented child. A record is scored iff it has a ranking value.
 """
 
 from __future__ import annotations
 
 import itertools
-
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from verl_ext.pool import frontier
+from verl_ext.pool.buckets import ValueBuckets
 from verl_ext.pool.checks import as_id, check_count, check_outcome, unique_ids
 from verl_ext.pool.config import PoolConfig
 from verl_ext.pool.errors import RecordStateError, UnknownRecordError
-from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate
+from verl_ext.pool.calibration import ChildCalibration
+from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
 from verl_ext.pool.feedback import FeedbackSummary
 from verl_ext.pool.heap import IndexedHeap
-from verl_ext.pool.record import ARCHIVED, COLD, IN_FLIGHT, POOLED, PromptRecord
-from verl_ext.pool.split import RankSplit
 from verl_ext.pool.ingest import PoolIngestMixin
+from verl_ext.pool.record import ARCHIVED, AUGMENTED, COLD, IN_FLIGHT, POOLED, PromptRecord
 from verl_ext.pool.state import PoolStateMixin
 
 logger = logging.getLogger(__name__)
 
 COUNTERS = (
     "added_seed", "added_child", "added_child_unscored", "rejected_full",
-    "sampled_cold", "sampled_boundary", "sampled_extreme", "taken", "released", "fed_back",
-    "reinserted", "evicted_capacity_hard", "evicted_capacity_easy", "evicted_archive_full",
-    "evicted_retired_solved", "evicted_retired_visits",
+    "sampled_cold", "sampled_boundary", "sampled_extreme", "sampled_children", "child_cap_hits", "taken",
+    "released", "fed_back", "reinserted", "evicted_capacity_hard", "evicted_capacity_easy",
+    "evicted_capacity_child", "evicted_capacity_seed", "evicted_archive_full", "evicted_retired_solved",
+    "evicted_retired_visits",
 )
-# Above this many records, bulk scored inserts rebuild the heaps with one C-level sort instead of n pushes.
-_BULK_MIN = 1024
 
 
 class QueryPool(PoolIngestMixin, PoolStateMixin):
@@ -65,41 +68,94 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
         self._cold = IndexedHeap()
         self._cold_front = 0  # arrival numbers: released records go in front (-1, -2, ...), new ones behind
         self._cold_back = 0
-        self._scored = RankSplit(self.config.low_fraction)
+        self._scored = ValueBuckets(self.config.resolution, groups=2)
+        self._target_bucket = self._scored.bucket_of_value(self.config.target_pass_rate)
         self._in_flight: dict[int, int] = {}  # id -> step it was handed out
         self._archive: OrderedDict[int, None] = OrderedDict()
         self._next_id = 0
         self._counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._evicted_pending: list[int] = []
         self._changed_pending: dict[int, None] = {}
+        self.child_calibration = ChildCalibration()
 
     # ------------------------------------------------------------------ handing out and taking back
     def sample(self, k: int, step: int) -> list[int]:
-        """Boundary sampling of up to ``k`` ids (spec section 2); they are in flight afterwards. O(k log n).
+        """Boundary sampling of up to ``k`` ids; they are in flight afterwards. O(k + buckets).
 
-        Cold records first; then, in ``mixed`` mode, a share from the easiest; the rest drawn uniformly (pool
-        RNG) from the ``2*need`` records nearest the split. Returns fewer than ``k`` only if the pool has fewer.
+        Cold records first (at most ``cold_fraction`` of the batch while scored records can fill the rest); then,
+        in ``mixed`` mode, a share from the easiest; the rest from the frontier
+        (``boundary``: ``target`` or ``median``, see ``frontier.py``), with at most ``max_child_fraction`` of the
+        batch augmented. Returns fewer than ``k`` only if the pool has fewer.
         """
         k = check_count(k, "k")
-        out = [self._cold.pop()[0] for _ in range(min(k, len(self._cold)))]
+        n_cold = min(len(self._cold), max(math.ceil(self.config.cold_fraction * k), k - len(self._scored)))
+        out = [self._cold.pop()[0] for _ in range(n_cold)]
         self._counters["sampled_cold"] += len(out)
         need = min(k - len(out), len(self._scored))
         n_extreme = int(need * self.config.mixed_easy_fraction) if self.config.sampling_mode == "mixed" else 0
-        out.extend(self._scored.pop_max()[0] for _ in range(n_extreme))
+        extreme = frontier.rank_window(self._scored, len(self._scored) - n_extreme, len(self._scored), self._rng)
+        self._remove_scored(extreme)
         rest = need - n_extreme
-        if rest:
-            candidates = self._scored.boundary_candidates(2 * rest)
-            if len(candidates) > rest:
-                picks = np.sort(self._rng.choice(len(candidates), size=rest, replace=False)).tolist()
-                candidates = [candidates[i] for i in picks]
-            for rid in candidates:
-                self._scored.remove(rid, rebalance=False)
-            self._scored.rebalance()
-            out.extend(candidates)
+        picked = self._frontier_draw(rest, self._child_budget(k, out + extreme)) if rest else []
         self._counters["sampled_extreme"] += n_extreme
-        self._counters["sampled_boundary"] += rest
+        self._counters["sampled_boundary"] += len(picked)
+        out.extend(extreme)
+        out.extend(picked)
+        self._counters["sampled_children"] += sum(1 for rid in out if self._records[rid].origin == AUGMENTED)
         self._set_in_flight(out, step)
         return out
+
+    def _child_budget(self, k: int, chosen: list[int]) -> int | None:
+        """How many more augmented records this batch may take (``None`` = no cap)."""
+        if self.config.max_child_fraction >= 1.0:
+            return None
+        cap = math.floor(self.config.max_child_fraction * k)
+        return max(0, cap - sum(1 for rid in chosen if self._records[rid].origin == AUGMENTED))
+
+    def _frontier_draw(self, need: int, child_budget: int | None) -> list[int]:
+        """``need`` scored ids from the frontier (removed from the buckets), children within ``child_budget``."""
+        cfg, buckets = self.config, self._scored
+        if cfg.boundary == "median":
+            picked = frontier.median_candidates(buckets, need, cfg.low_fraction, self._rng)
+            if child_budget is not None:
+                picked = self._cap_children(picked, child_budget)
+        else:
+            m = max(need, math.ceil(cfg.candidate_ratio * need))
+            penalty = cfg.child_distance_penalty
+            if penalty is None:
+                penalty = self.child_calibration.frontier_penalty()
+            picked = frontier.nearest(buckets, self._target_bucket, m, self._rng, child_budget,
+                                      child_penalty=round(penalty * cfg.resolution))
+            if len(picked) > need:
+                keep = np.sort(self._rng.choice(len(picked), size=need, replace=False)).tolist()
+                picked = [picked[i] for i in keep]
+        self._remove_scored(picked)
+        # The cap left seats empty: fill them with the seeds nearest the frontier, and only when no seed is left
+        # with children after all (the cap shapes a batch; it never makes one short).
+        for budget in (0, None):
+            short = need - len(picked)
+            if short > 0 and buckets:
+                fill = frontier.nearest(buckets, self._center_bucket(), short, self._rng, child_budget=budget)
+                self._remove_scored(fill)
+                picked.extend(fill)
+        return picked
+
+    def _cap_children(self, picked: list[int], budget: int) -> list[int]:
+        kids = [rid for rid in picked if self._records[rid].origin == AUGMENTED]
+        if len(kids) <= budget:
+            return picked
+        self._counters["child_cap_hits"] += 1
+        keep = set(frontier.sample_parts([kids], budget, self._rng))
+        return [rid for rid in picked if self._records[rid].origin != AUGMENTED or rid in keep]
+
+    def _center_bucket(self) -> int:
+        if self.config.boundary == "median":
+            return frontier.median_bucket(self._scored, self.config.low_fraction)[1]
+        return self._target_bucket
+
+    def _remove_scored(self, ids: list[int]) -> None:
+        for rid in ids:
+            self._scored.remove(rid)
 
     def take(self, ids: Iterable[int], step: int) -> list[int]:
         """Put specific available (cold or pooled) ids in flight; for strategies that pick ids themselves."""
@@ -111,8 +167,7 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
             if self._records[rid].status == COLD:
                 self._cold.remove(rid)
             else:
-                self._scored.remove(rid, rebalance=False)
-        self._scored.rebalance()
+                self._scored.remove(rid)
         self._set_in_flight(ids, step)
         self._counters["taken"] += len(ids)
         return ids
@@ -132,7 +187,7 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
                 self._cold.push(rid, self._cold_front)
                 self._records[rid].status = COLD
             else:
-                self._scored.insert(rid, value)
+                self._scored.insert(rid, value, self._group(rid))
                 self._records[rid].status = POOLED
         self._counters["released"] += len(ids)
 
@@ -155,6 +210,8 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
             estimate = self.ranking_value(rid)
             if self.estimator.value(rec) is None and estimate is not None:
                 prior_errors.append(estimate - passes / n)
+                if rec.origin == AUGMENTED and rec.prior is not None:
+                    self.child_calibration.observe(rec.prior, passes, n)
             self.estimator.update(rec, passes, n)
             rec.last_pass = passes / n
             rec.visits += 1
@@ -174,38 +231,64 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
     def reinsert(self, step: int, batch_size: int) -> int:
         """Controlled reinsertion of archived records, oldest first (spec section 4); returns how many returned.
 
-        Runs when the trigger fires; moves at most ``rate`` records and never more than the free capacity.
-        Records failing a filter (solved streak, visit cap) are retired (evicted) instead.
+        Runs when the trigger fires; moves at most ``rate`` records into the free capacity. Under ``eviction:
+        farthest`` an archived seed that finds the pool full takes the place of the pooled child farthest from the
+        frontier, so children can never lock the seed set out. Records failing a filter (solved streak, visit cap)
+        are retired (evicted) instead. O(returned).
         """
         cfg = self.config.reinsertion
         batch_size = check_count(batch_size, "batch_size")
         if cfg.trigger == "never" or (cfg.trigger == "below_batch" and self.num_available >= batch_size):
             return 0
-        limit = self.config.max_pool_size - self._live_count()
-        if cfg.rate is not None:
-            limit = min(limit, cfg.rate)
-        picked: list[int] = []
-        while self._archive and len(picked) < limit:
-            rid = self._archive.popitem(last=False)[0]
+        room = self.config.max_pool_size - self._live_count()
+        limit = math.inf if cfg.rate is None else cfg.rate
+        returned = 0
+        while self._archive and returned < limit:
+            rid = next(iter(self._archive))
             rec = self._records[rid]
-            if rec.solved_streak(cfg.drop_solved_streak):
-                self._evict(rid, "retired_solved")
-            elif cfg.max_visits is not None and rec.visits >= cfg.max_visits:
-                self._evict(rid, "retired_visits")
-            else:
-                picked.append(rid)
-        self._insert_scored_many(picked)
-        self._counters["reinserted"] += len(picked)
-        if picked:
-            logger.debug("step %d: reinserted %d archived records", step, len(picked))
-        return len(picked)
+            retire = "retired_solved" if rec.solved_streak(cfg.drop_solved_streak) else (
+                "retired_visits" if cfg.max_visits is not None and rec.visits >= cfg.max_visits else None)
+            if retire is None and room <= 0 and not self._displace_child_for(rec):
+                break
+            del self._archive[rid]
+            if retire is not None:
+                self._evict(rid, retire)
+                continue
+            room -= 1 if room > 0 else 0
+            self._records[rid].status = POOLED
+            self._scored.insert(rid, self.ranking_value(rid), self._group(rid))
+            returned += 1
+        self._counters["reinserted"] += returned
+        if returned:
+            logger.debug("step %d: reinserted %d archived records", step, returned)
+        return returned
+
+    def _displace_child_for(self, rec: PromptRecord) -> bool:
+        """Make room for a returning seed by evicting the pooled child farthest from the frontier (``farthest``
+        eviction only); True if room was made."""
+        if self.config.eviction != "farthest" or rec.origin == AUGMENTED:
+            return False
+        b = frontier.farthest(self._scored, self._target_bucket, frontier.CHILD_GROUP)
+        if b is None:
+            return False
+        victim = frontier.pick_in_bucket(self._scored, frontier.CHILD_GROUP, b, self._rng)
+        self._scored.remove(victim)
+        self._evict(victim, "capacity_child")
+        return True
 
     # ------------------------------------------------------------------ lineage hooks
     def base_value(self, record_id: int) -> float | None:
-        """The estimator's value if the record was ever measured, else its prior, else ``None``. O(1)."""
+        """The estimator's value if the record was ever measured, else its prior (a child's shrunk towards 0.5 by
+        ``child_prior_strength``), else ``None``. O(1)."""
         rec = self._get(record_id)
         value = self.estimator.value(rec)
-        return rec.prior if value is None else value
+        if value is not None or rec.prior is None:
+            return value
+        return child_prior(rec.prior, self.config.child_prior_strength) if rec.origin == AUGMENTED else rec.prior
+
+    def measured_value(self, record_id: int) -> float | None:
+        """The estimator's value, ``None`` if the record was never measured (priors do not count). O(1)."""
+        return self.estimator.value(self._get(record_id))
 
     def ranking_value(self, record_id: int) -> float | None:
         """The heap key: lineage override if set, else ``base_value``. O(1)."""
@@ -219,11 +302,11 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
         rec = self._get(record_id)
         rec.rank_override = p
         if rec.status == POOLED:
-            self._scored.update(record_id, p)
+            self._scored.move(record_id, p)
         elif rec.status == COLD:
             self._cold.remove(record_id)
             rec.status = POOLED
-            self._scored.insert(record_id, p)
+            self._scored.insert(record_id, p, self._group(record_id))
 
     def drain_evicted(self) -> list[int]:
         """Ids evicted since the last call (each reported once)."""
@@ -259,14 +342,16 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
 
     def available_ids(self) -> np.ndarray:
         """All available ids (cold queue, hard half, easy half; array order, not sorted). O(n)."""
-        # Iterating the heaps' id arrays directly (not (id, key) pairs) keeps this ~2 ms at 10^5 records.
-        parts = itertools.chain(self._cold, self._scored.hard.lo, self._scored.easy.lo)
+        parts = itertools.chain(self._cold, self._scored)
         return np.fromiter(parts, dtype=np.int64, count=self.num_available)
 
     def ids_at(self, positions: Iterable[int]) -> list[int]:
-        """Ids at positions of the ``available_ids()`` order, in O(1) each (uniform draws without the O(n))."""
+        """Ids at positions of the ``available_ids()`` order: O(1) each plus O(buckets) per call (uniform draws
+        without the O(n))."""
+        positions = list(positions)
         n_cold = len(self._cold)
-        return [self._cold.id_at(i) if i < n_cold else self._scored.id_at(i - n_cold) for i in positions]
+        scored = iter(self._scored.ids_at([i - n_cold for i in positions if i >= n_cold]))
+        return [self._cold.id_at(i) if i < n_cold else next(scored) for i in positions]
 
     def in_flight_ids(self) -> list[int]:
         return list(self._in_flight)
@@ -275,22 +360,28 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
         return list(self._archive)
 
     def metrics(self) -> dict[str, float]:
-        """``pool/*`` scalars: sizes, every counter, and the values at the split and the extremes. O(1)."""
+        """``pool/*`` scalars: sizes, every counter, the frontier's centre and the value range. O(buckets)."""
+        counts = self._scored.counts()
         out = {
-            "pool/size_cold": len(self._cold), "pool/size_hard": len(self._scored.hard),
-            "pool/size_easy": len(self._scored.easy), "pool/size_in_flight": len(self._in_flight),
-            "pool/size_archive": len(self._archive), "pool/size_live": self._live_count(),
-            "pool/capacity": self.config.max_pool_size,
+            "pool/size_cold": len(self._cold), "pool/size_scored": len(self._scored),
+            "pool/size_scored_children": int(counts[frontier.CHILD_GROUP].sum()),
+            "pool/size_in_flight": len(self._in_flight), "pool/size_archive": len(self._archive),
+            "pool/size_live": self._live_count(), "pool/capacity": self.config.max_pool_size,
         }
         out.update({f"pool/{name}": value for name, value in self._counters.items()})
+        out.update(self.child_calibration.metrics())
         out["pool/evicted"] = sum(v for name, v in self._counters.items() if name.startswith("evicted_"))
         if self._scored:
-            out["pool/value_min"] = self._scored.peek_min()[1]
-            out["pool/value_max"] = self._scored.peek_max()[1]
-        if self._scored.hard:
-            out["pool/boundary_hard"] = self._scored.hard.peek_max()[1]
-        if self._scored.easy:
-            out["pool/boundary_easy"] = self._scored.easy.peek_min()[1]
+            res = self._scored.resolution
+            merged = counts.sum(axis=0)
+            nonzero = np.flatnonzero(merged)
+            out["pool/value_min"] = nonzero[0] / res
+            out["pool/value_max"] = (nonzero[-1] + 1) / res
+            out["pool/center"] = self._center_bucket() / res
+            # Scored records within 0.25 of the target pass rate: how much informative material the pool holds.
+            lo = self._scored.bucket_of_value(max(0.0, self.config.target_pass_rate - 0.25))
+            hi = self._scored.bucket_of_value(min(1.0, self.config.target_pass_rate + 0.25))
+            out["pool/frac_near_target"] = float(merged[lo:hi + 1].sum()) / len(self._scored)
         return {k: float(v) for k, v in out.items()}
 
     def counters(self) -> dict[str, int]:
@@ -306,28 +397,36 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
     def _live_count(self) -> int:
         return len(self._cold) + len(self._scored) + len(self._in_flight)
 
+    def _group(self, rid: int) -> int:
+        return frontier.CHILD_GROUP if self._records[rid].origin == AUGMENTED else frontier.SEED_GROUP
+
     def _insert_scored(self, rid: int, key: float) -> None:
-        """Insert into the heaps; if that overflows the pool, evict the hardest record (maybe ``rid`` itself)."""
+        """Insert into the buckets; if that overflows the pool, evict by the eviction rule (maybe ``rid`` itself)."""
         self._records[rid].status = POOLED
-        self._scored.insert(rid, key)
+        self._scored.insert(rid, key, self._group(rid))
         if self._live_count() > self.config.max_pool_size:
-            self._evict(self._scored.pop_min()[0], "capacity_hard")
+            self._evict_one(scored_insert=True)
 
     def _insert_scored_many(self, ids: list[int]) -> None:
-        """Insert many scored records; large batches rebuild both halves with one sort instead of n pushes, and
-        evict the overflow (the hardest) in the same pass."""
-        if len(ids) < max(_BULK_MIN, len(self._scored) // 4):
-            for rid in ids:
-                self._insert_scored(rid, self.ranking_value(rid))
-            return
         for rid in ids:
-            self._records[rid].status = POOLED
-        pairs = self._scored.items()
-        all_ids = [rid for rid, _ in pairs] + ids
-        all_keys = [key for _, key in pairs] + [self.ranking_value(rid) for rid in ids]
-        overflow = max(0, self._live_count() + len(ids) - self.config.max_pool_size)
-        for rid in self._scored.rebuild(all_ids, all_keys, drop_lowest=overflow):
-            self._evict(rid, "capacity_hard")
+            self._insert_scored(rid, self.ranking_value(rid))
+
+    def _evict_one(self, scored_insert: bool) -> None:
+        """Evict one pooled record for capacity. ``farthest``: the child farthest from the frontier, else the seed
+        farthest from it. ``paper``: the hardest after a scored insert, the easiest to make room for a cold one."""
+        buckets, rng = self._scored, self._rng
+        if self.config.eviction == "paper":
+            rid = frontier.extreme_id(buckets, lowest=scored_insert, rng=rng)
+            reason = "capacity_hard" if scored_insert else "capacity_easy"
+        else:
+            group = frontier.CHILD_GROUP if buckets.lowest(frontier.CHILD_GROUP) is not None else frontier.SEED_GROUP
+            b = frontier.farthest(buckets, self._target_bucket, group)
+            if b is None:
+                raise IndexError("no scored records to evict")
+            rid = frontier.pick_in_bucket(buckets, group, b, rng)
+            reason = "capacity_child" if group == frontier.CHILD_GROUP else "capacity_seed"
+        buckets.remove(rid)
+        self._evict(rid, reason)
 
     def _evict(self, rid: int, reason: str) -> None:
         """Forget a record that has already left its structure; count it and report it to ``drain_evicted``."""

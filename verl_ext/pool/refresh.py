@@ -2,8 +2,13 @@
 change feeds, refreshed estimates back as heap ranking keys (spec §6, DESIGN step 6 "refresh").
 
 The forest stays pure (``verl_ext.pool.lineage``); this file is the only place that knows the pool's hooks:
-``base_value``, ``set_ranking_value``, ``drain_evicted``, ``drain_changed``, ``get`` and ``in``. The pool must
+``measured_value``, ``set_ranking_value``, ``drain_evicted``, ``drain_changed``, ``get`` and ``in``. The pool must
 track changes (``PoolConfig.track_changes``), or incremental refresh would miss updates.
+
+A node's a(x) is its *measured* value only. The spec falls back to an unmeasured child's estimate, but that
+estimate is derived from the parent's own value: feeding it back is circular and, once the child prior is shrunk
+towards 0.5 for uncertainty, it dragged solved and hopeless parents to the frontier (simulator, docs/sim.md).
+Unmeasured nodes are skipped by the aggregation like any node without a value.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ SCHEMA_VERSION = 1
 class LineagePool(Protocol):
     """What the refresher needs from a pool (``QueryPool`` implements it)."""
 
-    def base_value(self, record_id: int) -> float | None: ...
+    def measured_value(self, record_id: int) -> float | None: ...
     def set_ranking_value(self, record_id: int, p: float) -> None: ...
     def drain_evicted(self) -> list[int]: ...
     def drain_changed(self) -> list[int]: ...
@@ -64,7 +69,7 @@ class LineageRefresher:
         d = rec.difficulty_factor if difficulty is None else difficulty
         added = self.forest.add_child(
             parent_id, child_id, d,
-            child_value=self.pool.base_value(child_id), parent_value=self.pool.base_value(parent_id),
+            child_value=self.pool.measured_value(child_id), parent_value=self.pool.measured_value(parent_id),
         )
         if not added:
             logger.debug("lineage at capacity (%d nodes): edge %s->%s refused", len(self.forest), parent_id, child_id)
@@ -76,23 +81,43 @@ class LineageRefresher:
             self.forest.remove(rid)
         for rid in self.pool.drain_changed():
             if rid in self.pool:
-                self.forest.set_base(rid, self.pool.base_value(rid))
+                self.forest.set_base(rid, self.pool.measured_value(rid))
 
     def resync(self) -> None:
         """Re-read the base value of every live lineage node from the pool (e.g. after loading a checkpoint)."""
         self.sync()
         for rid in self.forest.ids():
             if rid in self.pool and self.forest.is_live(rid):
-                self.forest.set_base(rid, self.pool.base_value(rid))
+                self.forest.set_base(rid, self.pool.measured_value(rid))
 
     def refresh(self, full: bool | None = None) -> RefreshResult:
         """Sync, re-estimate (config mode unless ``full`` is given) and write the results as ranking keys."""
         self.sync()
         result = self.forest.refresh(full=full)
+        kept = 0
         for rid, p in result.values.items():
             if rid in self.pool:
+                if self._own_measurement_is_newest(rid):
+                    kept += 1
+                    p = self.pool.measured_value(rid)  # also undoes an override from a child since evicted
                 self.pool.set_ranking_value(rid, p)
+        result.stats["kept_own"] = float(kept)
         return result
+
+    def _own_measurement_is_newest(self, rid: int) -> bool:
+        """True when the record was measured no earlier than any of its children: its own fresh group outcome is
+        better evidence of its pass rate now than older outcomes of *other* problems. Without this every-step
+        refreshes blended a just-solved parent with stale child values and kept handing it out (simulator,
+        ``mostly_too_hard``); the paper refreshes only archived, i.e. stale, records."""
+        own = self.pool.get(rid).last_trained_step
+        if own is None or rid not in self.forest:  # unmeasured, or out of the forest (its value is its own)
+            return False
+        for child in self.forest.children(rid):
+            if child in self.pool:
+                step = self.pool.get(child).last_trained_step
+                if step is not None and step > own:
+                    return False
+        return True
 
     def step(self, step: int) -> dict[str, float]:
         """End-of-step hook: sync every step (keeps the forest bounded), refresh every ``cadence`` steps."""

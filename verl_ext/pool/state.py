@@ -1,7 +1,7 @@
 """Checkpointing of ``QueryPool``: a JSON-safe ``state_dict`` and its inverse.
 
-Everything that decides future behaviour is saved: records (as compact rows), the exact array layout of every
-heap, the in-flight set, the archive order, counters, pending drains and the PCG64 state. A pool restored from
+Everything that decides future behaviour is saved: records (as compact rows), the exact layout of the value
+buckets, the in-flight set, the archive order, counters, pending drains and the PCG64 state. A pool restored from
 ``state_dict`` therefore hands out exactly the batches the original would have.
 """
 
@@ -18,7 +18,7 @@ from verl_ext.pool.record import ARCHIVED, COLD, FIELDS, IN_FLIGHT, POOLED, Prom
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: value buckets replaced the two heaps (1 still loads)
 
 
 class PoolStateMixin:
@@ -39,22 +39,21 @@ class PoolStateMixin:
             "record_fields": list(FIELDS),
             "records": [rec.to_row() for rec in self._records.values()],
             "cold": [[rid, seq] for rid, seq in self._cold.items()],
-            "layout": {
-                "hard_lo": list(scored.hard.lo), "hard_hi": list(scored.hard.hi),
-                "easy_lo": list(scored.easy.lo), "easy_hi": list(scored.easy.hi),
-            },
+            "resolution": scored.resolution,
+            "buckets": scored.layout(),
             "in_flight": [[rid, step] for rid, step in self._in_flight.items()],
             "archive": list(self._archive),
             "counters": dict(self._counters),
             "evicted_pending": list(self._evicted_pending),
             "changed_pending": list(self._changed_pending),
+            "child_calibration": self.child_calibration.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a snapshot taken by ``state_dict``; validates it before replacing anything."""
         version = state.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"pool state has schema_version {version!r}; this code reads {SCHEMA_VERSION}")
+        if version not in (1, SCHEMA_VERSION):
+            raise ValueError(f"pool state has schema_version {version!r}; this code reads 1 and {SCHEMA_VERSION}")
         if list(state["record_fields"]) != list(FIELDS):
             raise ValueError(f"pool state record fields {state['record_fields']} differ from {list(FIELDS)}")
         spec = state["estimator"]
@@ -66,10 +65,10 @@ class PoolStateMixin:
         if state["config"] != self.config.to_dict():
             logger.warning("pool config changed on resume; the current config applies")
         records = {row[0]: PromptRecord.from_row(row) for row in state["records"]}
-        layout = state["layout"]
+        pooled = _pooled_ids(state)
         by_status = {
             COLD: [rid for rid, _ in state["cold"]],
-            POOLED: layout["hard_lo"] + layout["easy_lo"],
+            POOLED: pooled,
             IN_FLIGHT: [rid for rid, _ in state["in_flight"]],
             ARCHIVED: list(state["archive"]),
         }
@@ -85,18 +84,30 @@ class PoolStateMixin:
         self.seed = state["seed"]
         self._next_id, self._cold_front, self._cold_back = state["next_id"], state["cold_front"], state["cold_back"]
         self._cold.load_sorted([rid for rid, _ in state["cold"]], [seq for _, seq in state["cold"]])
-        self._scored.low_fraction = self.config.low_fraction
-        for side, name in ((self._scored.hard, "hard"), (self._scored.easy, "easy")):
-            lo, hi = layout[name + "_lo"], layout[name + "_hi"]
-            side.lo.load_sorted(lo, [self.ranking_value(rid) for rid in lo])
-            side.hi.load_sorted(hi, [side.lo.key(rid) for rid in hi])
+        if version == SCHEMA_VERSION and state["resolution"] == self._scored.resolution:
+            self._scored.load(state["buckets"])
+        else:  # an older layout (heaps) or another resolution: place every pooled record by its value again
+            if version == SCHEMA_VERSION:
+                logger.warning("pool resolution changed on resume (%s -> %s): records re-bucketed",
+                               state["resolution"], self._scored.resolution)
+            self._scored.clear()
+            for rid in pooled:
+                self._scored.insert(rid, self.ranking_value(rid), self._group(rid))
         self._in_flight = {rid: step for rid, step in state["in_flight"]}
         self._archive = OrderedDict.fromkeys(state["archive"])
         self._counters.update(state["counters"])
         self._evicted_pending = list(state["evicted_pending"])
         self._changed_pending = dict.fromkeys(state["changed_pending"])
-        if len(self._scored.hard) != int(self.config.low_fraction * len(self._scored)):
-            self._scored.rebalance()  # low_fraction changed on resume
+        if "child_calibration" in state:  # absent in schema 1
+            self.child_calibration.load_state_dict(state["child_calibration"])
+
+
+def _pooled_ids(state: dict[str, Any]) -> list[int]:
+    """Ids of the pooled records, in the layout's order (schema 1 kept them in two heaps)."""
+    if state["schema_version"] == 1:
+        layout = state["layout"]
+        return layout["hard_lo"] + layout["easy_lo"]
+    return [rid for row in state["buckets"] for rid in row[1:]]
 
 
 def _check_partition(records: dict[int, PromptRecord], by_status: dict[str, list[int]]) -> None:

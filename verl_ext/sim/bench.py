@@ -2,6 +2,7 @@
 
     python -m verl_ext.sim.bench --scenario default \\
         --strategies uniform,prioritized,boundary,heapa,hive,mopps,greso,oracle --seeds 10 --out docs/sim_default.png
+    python -m verl_ext.sim.bench --scenario all --seeds 10 --jobs 2     # every shipped scenario + a summary matrix
 
 The table (Markdown, on stdout) has, per strategy, the mean and 95% interval over seeds of: training rollouts to
 reach the scenario's target accuracy, accuracy when the rollout budget is spent, and the share of zero-variance
@@ -20,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from verl_ext.sim.config import ScenarioConfig, available_scenarios, load_scenario
-from verl_ext.sim.report import format_table, plot, summarise
+from verl_ext.sim.report import format_matrix, format_table, plot, summarise
 from verl_ext.sim.runner import SIM_STRATEGIES, RunResult, run_simulation
 
 DEFAULT_STRATEGIES = "uniform,prioritized,boundary,heapa,hive,mopps,greso,oracle"
@@ -61,7 +62,8 @@ def run_grid(config: ScenarioConfig, strategies: list[str], seeds: list[int], jo
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m verl_ext.sim.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--scenario", default="default",
-                    help=f"shipped scenario ({', '.join(available_scenarios())}) or a YAML path")
+                    help=f"shipped scenario ({', '.join(available_scenarios())}), a YAML path, a comma-separated "
+                         "list of them, or 'all'")
     ap.add_argument("--strategies", default=DEFAULT_STRATEGIES,
                     help=f"comma-separated, from: {', '.join(SIM_STRATEGIES)}")
     ap.add_argument("--seeds", type=int, default=10, help="number of seeds per strategy")
@@ -82,24 +84,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    config = load_scenario(args.scenario)
+    names = available_scenarios() if args.scenario == "all" else [n for n in args.scenario.split(",") if n]
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    started = time.perf_counter()
-    results = run_grid(config, args.strategies, seeds, jobs=args.jobs, progress=not args.quiet)
-    wall = time.perf_counter() - started
-    train = config.train
-    print(f"scenario {config.name!r}: {config.description}")
-    print(f"{len(seeds)} seeds x {len(args.strategies)} strategies, {train.batch_size} prompts x {train.n} "
-          f"rollouts per step, budget {train.budget_rollouts:,} rollouts; {wall:.0f} s\n")
-    print(format_table(summarise(results), train.target_accuracy, train.budget_rollouts))
-    if args.out:
-        title = f"simulator, scenario '{config.name}' ({len(seeds)} seeds, mean and 95% interval)"
-        if plot(results, args.out, title):
-            sys.stderr.write(f"plot written to {args.out}\n")
-        else:
-            sys.stderr.write("matplotlib is not installed: no plot (pip install matplotlib)\n")
+    by_scenario: dict[str, list] = {}
+    all_results: list[RunResult] = []
+    for name in names:
+        config = load_scenario(name)
+        started = time.perf_counter()
+        results = run_grid(config, args.strategies, seeds, jobs=args.jobs, progress=not args.quiet)
+        wall = time.perf_counter() - started
+        train = config.train
+        print(f"scenario {config.name!r}: {config.description}")
+        print(f"{len(seeds)} seeds x {len(args.strategies)} strategies, {train.batch_size} prompts x {train.n} "
+              f"rollouts per step, budget {train.budget_rollouts:,} rollouts; {wall:.0f} s\n")
+        rows = summarise(results)
+        print(format_table(rows, train.target_accuracy, train.budget_rollouts) + "\n")
+        by_scenario[config.name] = rows
+        all_results += results
+        if args.out:
+            out = args.out if len(names) == 1 else str(Path(args.out).with_name(
+                f"{Path(args.out).stem}_{config.name}{Path(args.out).suffix}"))
+            title = f"simulator, scenario '{config.name}' ({len(seeds)} seeds, mean and 95% interval)"
+            if plot(results, out, title):
+                sys.stderr.write(f"plot written to {out}\n")
+            else:
+                sys.stderr.write("matplotlib is not installed: no plot (pip install matplotlib)\n")
+    if len(names) > 1:
+        print("rollouts to target as a multiple of uniform's (reached/seeds), accuracy at the budget:\n")
+        print(format_matrix(by_scenario))
     if args.json:
-        Path(args.json).write_text(json.dumps([vars(r) for r in results]), encoding="utf-8")
+        Path(args.json).write_text(json.dumps([vars(r) for r in all_results]), encoding="utf-8")
     return 0
 
 

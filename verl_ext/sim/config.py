@@ -174,7 +174,7 @@ class ScenarioConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     augment: SimAugmentConfig = field(default_factory=SimAugmentConfig)
-    pool: dict = field(default_factory=lambda: {"max_pool_size": 3000, "reinsertion": {"trigger": "always"}})
+    pool: dict = field(default_factory=lambda: {"max_pool_size": 3000})
     lineage: dict = field(default_factory=dict)
     strategies: dict = field(default_factory=dict)
 

@@ -88,6 +88,29 @@ def format_table(rows: Sequence[StrategySummary], target: float, budget: int) ->
     return "\n".join(lines)
 
 
+def format_matrix(by_scenario: dict[str, list[StrategySummary]], baseline: str = "uniform") -> str:
+    """Strategies x scenarios: mean rollouts to target as a multiple of ``baseline``'s (``>`` when some seeds never
+    got there, reached/seeds), then the accuracy when the budget was spent. Lower multiples are better."""
+    names: list[str] = []
+    for rows in by_scenario.values():
+        names += [r.strategy for r in rows if r.strategy not in names]
+    head = "| strategy | " + " | ".join(by_scenario) + " |"
+    lines = [head, "|" + "---|" * (len(by_scenario) + 1)]
+    for name in names:
+        cells = []
+        for rows in by_scenario.values():
+            mine = {r.strategy: r for r in rows}
+            row, base = mine.get(name), mine.get(baseline)
+            if row is None:
+                cells.append("")
+                continue
+            ratio = f"{row.to_target[0] / base.to_target[0]:.2f}x" if base else f"{row.to_target[0]:,.0f}"
+            mark = ">" if row.reached < row.seeds else ""
+            cells.append(f"{mark}{ratio} ({row.reached}/{row.seeds}), {row.accuracy[0]:.3f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def mean_curve(runs: Sequence[RunResult], grid: np.ndarray) -> np.ndarray:
     """Per-seed accuracy interpolated on a common rollout grid: array (seeds, len(grid))."""
     return np.stack([np.interp(grid, r.rollouts, r.accuracy) for r in runs])

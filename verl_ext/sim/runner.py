@@ -179,7 +179,7 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
         results = {int(i): (int(p), n) for i, p in zip(ids, passes)}
         pool.feedback(results, step)
         strat.observe(results, step)
-        world.learn(ids, passes, n)
+        world.learn(ids, passes, n, batch_size=k)
         spent += len(ids) * n
         out.groups += len(ids)
         out.zero_variance_groups += int(np.count_nonzero((passes == 0) | (passes == n)))

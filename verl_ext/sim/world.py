@@ -101,8 +101,11 @@ class SyntheticWorld:
         """Passes out of ``n`` Bernoulli rollouts per record."""
         return self._roll.binomial(n, self.solve_prob(ids))
 
-    def learn(self, ids: np.ndarray, passes: np.ndarray, n: int) -> None:
-        """One policy update from the batch's groups, then the drift of the frontier (see module docstring)."""
+    def learn(self, ids: np.ndarray, passes: np.ndarray, n: int, batch_size: int | None = None) -> None:
+        """One policy update from the batch's groups, then the drift of the frontier (see module docstring).
+
+        The gain is averaged over ``batch_size`` (the nominal batch; default the groups given): a strategy that
+        hands out a short batch gets a proportionally smaller update, not a full one for fewer rollouts."""
         cfg = self.learner
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids):
@@ -110,7 +113,7 @@ class SyntheticWorld:
             spread = 2.0 * np.sqrt(q * (1.0 - q))
             own = np.bincount(self.topic[ids], weights=spread, minlength=self.n_topics)
             gain = (1.0 - cfg.transfer) * self.n_topics * own + cfg.transfer * spread.sum()
-            self.ability += cfg.learning_rate * gain / len(ids)
+            self.ability += cfg.learning_rate * gain / max(len(ids), batch_size or 0)
             self.memo[ids] += cfg.item_learning_rate * spread
         if cfg.drift_std > 0:
             self.ability += cfg.drift_std * self._roll.standard_normal(self.n_topics)

@@ -80,7 +80,6 @@ def test_long_chain_is_iterative():
     for i in range(n):  # evict the whole chain from the top: nothing can go until the leaf goes
         f.remove(i)
     assert len(f) == 0 and f.dropped == n
-    assert time.perf_counter() - t0 < 20
 
 
 def test_eviction_cleanup_and_counters():

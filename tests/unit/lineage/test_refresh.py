@@ -21,7 +21,7 @@ class FakePool:
         self.config = SimpleNamespace(track_changes=True)
 
     def add(self, rid, value, parent=None, d=1.0):
-        self.records[rid] = SimpleNamespace(parent_id=parent, difficulty_factor=d)
+        self.records[rid] = SimpleNamespace(parent_id=parent, difficulty_factor=d, last_trained_step=None)
         self.base[rid] = self.rank[rid] = value
         self.changed.append(rid)
 
@@ -34,7 +34,7 @@ class FakePool:
             del d[rid]
         self.evicted.append(rid)
 
-    def base_value(self, rid):
+    def measured_value(self, rid):
         return self.base[rid]
 
     def set_ranking_value(self, rid, p):
@@ -149,7 +149,10 @@ def test_with_query_pool(mode):
         for rid in forest.ids():
             assert rid in pool or not forest.is_live(rid)
             if rid in pool and forest.children(rid) and forest.value(rid) is not None:
-                assert pool.ranking_value(rid) == pytest.approx(forest.value(rid))
+                # a record measured no earlier than its children keeps its own measurement
+                own = ref._own_measurement_is_newest(rid)
+                want = pool.measured_value(rid) if own else forest.value(rid)
+                assert pool.ranking_value(rid) == pytest.approx(want)
         check = LineageForest(ref.config)
         check.load_state_dict(forest.state_dict())
         check.refresh(full=True)
@@ -157,3 +160,22 @@ def test_with_query_pool(mode):
                    if forest.value(i) is not None)
     m = ref.metrics()
     assert m["lineage/edges"] > 0 and m["lineage/dropped"] > 0
+
+
+def test_a_freshly_measured_parent_keeps_its_own_value():
+    """A parent measured after its children is not blended with their older outcomes (stale children once kept a
+    solved parent at the frontier); a child measured later than the parent brings the blend back."""
+    pool, ref = family()
+    pool.records[2].last_trained_step = 3
+    pool.records[3].last_trained_step = 3
+    pool.records[1].last_trained_step = 5
+    ref.refresh(full=True)
+    assert pool.rank[1] == 0.6 and ref.forest.value(1) == pytest.approx(0.6)
+    pool.records[1].last_trained_step = 5
+    pool.update(1, 1.0)
+    ref.refresh(full=True)
+    assert pool.rank[1] == 1.0  # its own new measurement, not the blend with stale children
+    pool.records[3].last_trained_step = 6
+    pool.update(3, 0.25)
+    ref.refresh(full=True)
+    assert pool.rank[1] != 1.0  # a newer child outcome: the lineage estimate applies again

@@ -1,10 +1,10 @@
-"""IndexedHeap / DoubleEndedHeap: invariants under random operation sequences, tie-breaks, errors."""
+"""IndexedHeap: invariants under random operation sequences, tie-breaks, errors."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.pool import DoubleEndedHeap, DuplicateRecordError, IndexedHeap, UnknownRecordError
+from verl_ext.pool import DuplicateRecordError, IndexedHeap, UnknownRecordError
 
 KEYS = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]) | st.floats(0, 1)
 OPS = st.lists(
@@ -37,26 +37,6 @@ def test_random_ops_match_model(ops, max_heap):
     ranked = sorted(model.items(), key=lambda kv: (kv[1], kv[0]), reverse=max_heap)
     assert heap.top(len(model) + 3) == [i for i, _ in ranked]
     assert heap.top(2) == [i for i, _ in ranked[:2]]
-
-
-@settings(max_examples=40, deadline=None)
-@given(ops=OPS)
-def test_double_ended(ops):
-    heap, model = DoubleEndedHeap(), {}
-    for op, item, key in ops:
-        if op == "push" and item not in model:
-            heap.push(item, key)
-            model[item] = key
-        elif op == "pop" and model:
-            lo = min(model.items(), key=lambda kv: (kv[1], kv[0]))
-            hi = max(model.items(), key=lambda kv: (kv[1], kv[0]))
-            assert heap.peek_min() == lo and heap.peek_max() == hi
-            got = heap.pop_max() if item % 2 else heap.pop_min()
-            del model[got[0]]
-        elif op == "remove" and item in model:
-            assert heap.remove(item) == model.pop(item)
-        heap.check()
-        assert len(heap) == len(model)
 
 
 def test_tie_break_by_id_both_directions():

@@ -2,7 +2,7 @@
 
 Invariants after each step: every record ever added is in exactly one of {cold, pooled, in flight, archived,
 evicted}; statuses match the structures; live records never exceed capacity, nor the archive its bound; the
-heaps are valid, split by rank with the right sizes, and keyed by each record's ranking value.
+buckets are consistent and every pooled record sits in the bucket of its ranking value, in its origin's group.
 """
 
 from hypothesis import settings
@@ -24,11 +24,19 @@ class PoolMachine(RuleBasedStateMachine):
         streak=st.integers(0, 2),
         max_visits=st.sampled_from([None, 1, 2]),
         seed=st.integers(0, 5),
+        boundary=st.sampled_from(["target", "median"]),
+        eviction=st.sampled_from(["farthest", "paper"]),
+        cold_fraction=st.sampled_from([0.0, 0.25, 1.0]),
+        child_cap=st.sampled_from([0.0, 0.5, 1.0]),
+        resolution=st.sampled_from([1, 7, 1000]),
     )
-    def setup(self, cap, archive, low_fraction, mode, estimator, trigger, rate, streak, max_visits, seed):
+    def setup(self, cap, archive, low_fraction, mode, estimator, trigger, rate, streak, max_visits, seed, boundary,
+              eviction, cold_fraction, child_cap, resolution):
         reinsertion = ReinsertionConfig(trigger=trigger, rate=rate, drop_solved_streak=streak, max_visits=max_visits)
         self.cfg = PoolConfig(max_pool_size=cap, archive_capacity=archive, low_fraction=low_fraction,
-                              sampling_mode=mode, estimator=estimator, reinsertion=reinsertion)
+                              sampling_mode=mode, estimator=estimator, reinsertion=reinsertion, boundary=boundary,
+                              eviction=eviction, cold_fraction=cold_fraction, max_child_fraction=child_cap,
+                              resolution=resolution)
         self.pool = QueryPool(self.cfg, seed=seed)
         self.added: set[int] = set()
         self.evicted: set[int] = set()
@@ -137,12 +145,9 @@ class PoolMachine(RuleBasedStateMachine):
         assert len(groups["archived"]) <= self.cfg.archive_limit
         pool._scored.check()
         pool._cold.check()
-        for rid, key in pool._scored.items():
-            assert key == pool.ranking_value(rid)
-        hard, easy = pool._scored.hard, pool._scored.easy
-        if hard and easy:
-            assert max(hard.lo.items(), key=lambda e: (e[1], e[0]))[1] <= min(v for _, v in easy.lo.items())
-        assert len(hard) == int(self.cfg.low_fraction * (len(hard) + len(easy)))
+        for rid in pool._scored:  # each pooled record sits in its origin's group, in the bucket of its value
+            group = 1 if pool.get(rid).origin == "augmented" else 0
+            assert pool._scored.locate(rid) == (group, pool._scored.bucket_of_value(pool.ranking_value(rid)))
 
 
     def teardown(self):

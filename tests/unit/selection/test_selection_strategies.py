@@ -22,10 +22,10 @@ def test_boundary_delegates_to_pool_sampling():
     twin, _ = make_pool(n_scored=10, n_cold=2)
     strat = BoundaryStrategy()
     ids = strat.select(pool, 4, step=0)
-    assert ids == twin.sample(4, step=0) and ids[:2] == cold
+    assert ids == twin.sample(4, step=0) and ids[:1] == cold[:1]  # cold_fraction 0.25: one cold record of four
     assert all(pool.status(i) == "in_flight" for i in ids)
     m = strat.metrics()
-    assert m["select/n_selected"] == 4 and m["select/frac_cold"] == 0.5 and m["select/frac_boundary"] == 0.5
+    assert m["select/n_selected"] == 4 and m["select/frac_cold"] == 0.25 and m["select/frac_boundary"] == 0.75
     strat.observe({i: (1, 2) for i in ids}, step=0)  # no state to learn; must accept the call
 
 

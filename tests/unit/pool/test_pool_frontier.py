@@ -1,0 +1,146 @@
+"""The frontier (issue 10): ``target`` boundary in every pool shape, random ties without starvation, the child cap,
+farthest-first eviction that keeps the seed set, the uncertain child prior and the learned child penalty."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ext.pool import PoolConfig, QueryPool, ReinsertionConfig
+from verl_ext.pool.calibration import ChildCalibration
+from verl_ext.pool.estimators import child_prior
+
+
+def pool_with(values, seed=0, **cfg):
+    pool = QueryPool(PoolConfig(**{"max_pool_size": 10_000, **cfg}), seed=seed)
+    pool.add_seeds_bulk([f"q{i}" for i in range(len(values))], ["a"] * len(values), "s", priors=values)
+    return pool
+
+
+@pytest.mark.parametrize("shape", ["mostly_solved", "mostly_hopeless"])
+def test_target_finds_the_thin_frontier_where_the_median_does_not(shape):
+    # 90 records at an extreme, 10 near 0.5: the median sits on the extreme, the target on the frontier.
+    extreme = 1.0 if shape == "mostly_solved" else 0.0
+    values = [extreme] * 90 + [0.4 + 0.02 * i for i in range(10)]
+    frontier = set(range(90, 100))
+    assert set(pool_with(values).sample(10, step=0)) == frontier
+    median = pool_with(values, **PoolConfig.paper().to_dict() | {"max_pool_size": 10_000}).sample(10, step=0)
+    assert not set(median) & frontier
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(20, 300), k=st.integers(1, 16), seed=st.integers(0, 50), value=st.sampled_from([0.0, 0.5, 1.0]))
+def test_equal_values_cover_the_whole_pool(n, k, seed, value):
+    """No id starvation: with every record tied, repeated draws (records returned after each step) reach all."""
+    pool = pool_with([value] * n, seed=seed)
+    seen: set[int] = set()
+    for step in range(40 * n // k + 40):
+        batch = pool.sample(k, step)
+        seen.update(batch)
+        pool.release(batch)
+        if len(seen) == n:
+            break
+    assert len(seen) == n
+
+
+def test_ties_are_drawn_at_random_not_by_id():
+    firsts = {tuple(sorted(pool_with([0.5] * 100, seed=s).sample(5, 0))) for s in range(10)}
+    assert len(firsts) == 10 and (0, 1, 2, 3, 4) not in firsts
+
+
+def test_candidate_ratio_draws_from_a_wider_band():
+    values = [i / 100 for i in range(101)]
+    near = pool_with(values).sample(4, 0)
+    assert all(abs(values[i] - 0.5) <= 0.021 for i in near)
+    wide = set()
+    for s in range(20):
+        wide.update(pool_with(values, seed=s, candidate_ratio=4.0).sample(4, 0))
+    assert max(abs(values[i] - 0.5) for i in wide) > 0.021 and all(abs(values[i] - 0.5) <= 0.081 for i in wide)
+
+
+def children_of(pool, parent, count, factor=1.0):
+    return [pool.add_child(f"c{parent}-{j}", "a", "s", parent, factor, step=0) for j in range(count)]
+
+
+def test_child_cap_keeps_seeds_in_the_batch():
+    pool = pool_with([0.5] * 4 + [0.2] * 20, max_child_fraction=0.25, child_distance_penalty=0.0)
+    kids = children_of(pool, 0, 12)  # priors 0.5: nearer the target than the 0.2 seeds
+    batch = pool.sample(8, step=0)
+    n_kids = len(set(batch) & set(kids))
+    assert n_kids == 2 and len(batch) == 8
+    assert pool.counters()["sampled_children"] == 2
+
+
+def test_child_penalty_prefers_measured_seeds():
+    pool = pool_with([0.5] * 4 + [0.35] * 4, max_child_fraction=1.0, child_distance_penalty=0.2)
+    kids = children_of(pool, 0, 4)
+    assert not set(pool.sample(8, step=0)) & set(kids)  # seeds at distance 0.15 beat children at 0 + 0.2
+
+
+def test_unmeasured_child_prior_is_uncertain_not_a_copy():
+    pool = pool_with([0.0])
+    child = children_of(pool, 0, 1)[0]
+    assert pool.get(child).prior == 0.0  # the paper's rule, kept on the record
+    assert pool.base_value(child) == pytest.approx(child_prior(0.0, 2.0)) == pytest.approx(0.25)
+    paper = QueryPool(PoolConfig.paper(), seed=0)
+    paper.add_seeds_bulk(["q"], ["a"], "s", priors=[0.0])
+    assert paper.base_value(children_of(paper, 0, 1)[0]) == 0.0
+
+
+def test_farthest_eviction_removes_children_before_seeds():
+    pool = pool_with([0.1, 0.5, 0.95], max_pool_size=5)
+    a, b = children_of(pool, 1, 2)  # priors 0.5
+    far = pool.add_child("far", "a", "s", 2, 0.75, step=0)  # easy parent, easier child: farthest from 0.5
+    assert far not in pool and a in pool and b in pool  # the farthest *child* went, not seed 0 or 2
+    assert pool.counters()["evicted_capacity_child"] == 1 and pool.counters()["evicted_capacity_seed"] == 0
+    pool.add_seed("cold", "a", "s")  # room for a cold record: again a child goes, not a seed
+    assert {0, 1, 2} <= set(pool.available_ids().tolist()) and pool.counters()["evicted_capacity_child"] == 2
+
+
+def test_archived_seed_displaces_a_child_on_reinsertion():
+    pool = pool_with([0.5, 0.5], max_pool_size=4, max_child_fraction=1.0, child_distance_penalty=0.0,
+                     reinsertion=ReinsertionConfig(trigger="always"))
+    pool.take([0], step=0)
+    pool.feedback({0: (4, 8)}, step=0)  # seed 0 in the archive: live = 1 seed
+    kids = children_of(pool, 1, 3)  # pool full of seed 1 + 3 children
+    assert pool.reinsert(step=0, batch_size=1) == 1
+    assert pool.status(0) == "pooled" and sum(k in pool for k in kids) == 2
+
+
+def test_cold_fraction_interleaves_measured_records():
+    pool = pool_with([0.5] * 10, cold_fraction=0.25)
+    cold = [pool.add_seed(f"c{i}", "a", "s") for i in range(10)]
+    batch = pool.sample(8, step=0)
+    assert len(set(batch) & set(cold)) == 2
+    only_cold = QueryPool(PoolConfig(cold_fraction=0.25), seed=0)
+    ids = [only_cold.add_seed(f"c{i}", "a", "s") for i in range(10)]
+    assert only_cold.sample(8, step=0) == ids[:8]  # nothing scored yet: cold fills the batch
+
+
+def test_calibration_learns_the_unsolvable_share():
+    rng = np.random.default_rng(0)
+    cal = ChildCalibration()
+    assert cal.frontier_penalty() == 0.0
+    for _ in range(2000):
+        p = rng.uniform(0.2, 0.8)
+        bad = rng.random() < 0.35
+        cal.observe(p, 0 if bad else int(rng.binomial(8, p)), 8)
+    assert cal.invalid_rate == pytest.approx(0.35, abs=0.1)
+    assert 0.3 < cal.frontier_penalty() < 0.45
+    good = ChildCalibration()
+    for _ in range(2000):
+        p = rng.uniform(0.2, 0.8)
+        good.observe(p, int(rng.binomial(8, p)), 8)
+    assert good.invalid_rate < 0.05 and good.frontier_penalty() < 0.16
+    again = ChildCalibration()
+    again.load_state_dict(cal.state_dict())
+    assert again.invalid_rate == cal.invalid_rate
+
+
+def test_pool_feeds_first_measurements_of_children_to_the_calibration():
+    pool = pool_with([0.5] * 4, max_child_fraction=1.0)
+    kids = children_of(pool, 0, 30)
+    pool.take(kids, step=0)
+    pool.feedback({k: (0, 8) for k in kids}, step=0)  # every child all-wrong where 0.5 was expected
+    assert pool.child_calibration.invalid_rate > 0.5
+    assert pool.metrics()["pool/child_penalty"] > 0.4
