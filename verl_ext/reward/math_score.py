@@ -13,6 +13,7 @@ For many responses, build one ``Scorer`` and call ``Scorer.score`` / ``Scorer.sc
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -35,6 +36,16 @@ def default_scorer(config: ScorerConfig | None = None) -> Scorer:
         if scorer is None or scorer.pool._closed:
             scorer = _SCORERS[config] = Scorer(config)
         return scorer
+
+
+def _forget_parent_scorers() -> None:
+    global _SCORERS_LOCK
+    _SCORERS.clear()  # their pools belong to the parent process (see workers._forget_parent_pools)
+    _SCORERS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_scorers)
 
 
 def _scorer_for(kwargs: Mapping[str, Any]) -> Scorer:

@@ -282,3 +282,16 @@ def shared_pool(workers: int = 2, memory_limit_mb: int | None = 2048) -> WorkerP
 def _close_all() -> None:
     for pool in list(_LIVE_POOLS):
         pool.close()
+
+
+def _forget_parent_pools() -> None:
+    """In a forked child the parent's pools are not ours (their threads did not survive the fork, their pipes are
+    the parent's): forget them, so the child starts its own on first use."""
+    global _SHARED_LOCK
+    _SHARED.clear()
+    _LIVE_POOLS.clear()
+    _SHARED_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_pools)

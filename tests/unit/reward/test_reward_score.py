@@ -3,6 +3,7 @@ API's contract, and DAPO's overlong penalty."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -180,3 +181,22 @@ def test_overlong_penalty_scales_and_validates() -> None:
     assert overlong_penalty(101, 100, 0) == -1.0
     with pytest.raises(ValueError, match="buffer_len"):
         overlong_penalty(1, 10, 20)
+
+
+def test_a_forked_child_forgets_the_parents_pools() -> None:
+    """Evaluation may fan out with a fork-based process pool after scoring in the parent: the child must start its
+    own workers on first use, never write to the parent's worker pipes."""
+    from verl_ext.reward import math_score, workers
+
+    assert compute_score("x", r"\boxed{x^2+2x+1}", "(x+1)^2")["acc"] == 1.0  # the parent's pool is up
+    assert workers._SHARED and math_score._SCORERS
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports what it still knows of the parent's pools
+        os.write(w, b"%d %d" % (len(workers._SHARED) + len(workers._LIVE_POOLS), len(math_score._SCORERS)))
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    assert os.read(r, 64) == b"0 0"
+    os.close(r)
+    assert compute_score("x", r"\boxed{\sqrt{2}}", r"\frac{2}{\sqrt{2}}")["acc"] == 1.0  # the parent's still works
