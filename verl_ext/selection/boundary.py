@@ -1,7 +1,8 @@
-"""``boundary``: HeaPA's selection: cold records first, then the records nearest the pool's split point.
+"""``boundary``: HeaPA's selection: a share of cold records, then the records at the capability frontier.
 
-All the work is the pool's boundary sampling (``QueryPool.sample``, spec section 2), configured by the pool's
-``sampling_mode``; this class only adapts it to the ``Strategy`` interface and reports what was picked.
+All the work is the pool's boundary sampling (``QueryPool.sample``; ``verl_ext/pool/frontier.py``), configured by
+the pool's ``boundary`` (``target`` pass rate or the paper's ``median``), ``cold_fraction``, ``sampling_mode`` and
+child cap; this class only adapts it to the ``Strategy`` interface and reports what was picked.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class BoundaryStrategy(Strategy):
             "select/frac_cold": (after["sampled_cold"] - before["sampled_cold"]) / picked,
             "select/frac_extreme": (after["sampled_extreme"] - before["sampled_extreme"]) / picked,
             "select/frac_boundary": (after["sampled_boundary"] - before["sampled_boundary"]) / picked,
+            "select/frac_children": (after["sampled_children"] - before["sampled_children"]) / picked,
         }
         return ids
 
