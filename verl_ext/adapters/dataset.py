@@ -6,8 +6,9 @@ drops prompts longer than ``max_prompt_length`` tokens like ``RLHFDataset`` does
 ``dataset[record_id]`` returns the row dict ``RLHFDataset.__getitem__`` returns for the same file row, with
 ``extra_info.index`` = ``index`` = the record id, so verl's ``collate_fn`` and agent loop treat it as a normal row.
 
-Checkpointing: ``state_dict()`` carries the whole pool; ``StatefulDataLoader`` (num_workers=0) stores it with the
-batch sampler's state in ``data.pt`` and restores it when the next iterator is created.
+Checkpointing: ``StatefulDataLoader`` (num_workers=0) stores ``state_dict()`` with the batch sampler's state in
+``data.pt`` and restores it when the next iterator is created. With ``checkpoint_dir`` set, the pool itself goes
+to ``pool_state.pkl`` in that folder (``pool_file.py``: ~10x faster than inside ``data.pt`` at 10^6 records).
 
 Pool settings come from (highest first) the keyword arguments, then ``config.heapa`` (a mapping with optional
 ``pool`` = ``PoolConfig`` fields, ``seed``, ``rows`` = ``RowFormat`` fields), then defaults. The pool is built on
@@ -26,12 +27,13 @@ import torch
 from torch.utils.data import Dataset
 
 from verl_ext.adapters._config import as_dict
+from verl_ext.adapters.pool_file import read_pool_file, write_pool_file
 from verl_ext.adapters.rows import RowFormat, SeedRows, as_messages, load_rows, to_verl_row
 from verl_ext.pool import PoolConfig, QueryPool
 
 logger = logging.getLogger(__name__)
 
-STATE_SCHEMA_VERSION = 1
+STATE_SCHEMA_VERSION = 2  # 2: the pool may live in its own file (1 still loads)
 
 
 class PoolDataset(Dataset):
@@ -62,6 +64,7 @@ class PoolDataset(Dataset):
         self.num_filtered = 0
         self._pool: QueryPool | None = None
         self._pending: SeedRows | None = None
+        self.checkpoint_dir: str | None = None  # set by the trainer around a save or load: the step folder
         if data_files is not None:
             files = _as_list(data_files)
             rows = load_rows(files, self.row_format)
@@ -134,18 +137,24 @@ class PoolDataset(Dataset):
 
     # ----------------------------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """The whole pool (JSON-safe); ``StatefulDataLoader`` puts it into verl's ``data.pt``."""
-        return {"schema_version": STATE_SCHEMA_VERSION, "pool": self.pool.state_dict()}
+        """The pool's state. With ``checkpoint_dir`` set (the trainer sets it to the step folder before verl saves
+        ``data.pt``) the pool goes to its own file there and the state holds a reference; otherwise it is inline."""
+        pool_state = self.pool.state_dict()
+        if self.checkpoint_dir:
+            return {"schema_version": STATE_SCHEMA_VERSION, "pool_file": write_pool_file(self.checkpoint_dir,
+                                                                                         pool_state)}
+        return {"schema_version": STATE_SCHEMA_VERSION, "pool": pool_state}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the pool in place (objects holding the pool keep seeing the restored one)."""
-        if state.get("schema_version") != STATE_SCHEMA_VERSION:
+        if state.get("schema_version") not in (1, STATE_SCHEMA_VERSION):
             raise ValueError(f"PoolDataset state has schema_version {state.get('schema_version')!r}; this code "
-                             f"reads {STATE_SCHEMA_VERSION}")
+                             f"reads 1 and {STATE_SCHEMA_VERSION}")
         if self._pool is None:
             self._pending = None  # the checkpoint holds the seeds already
             self._pool = QueryPool(self.pool_config, seed=self.pool_seed)
-        self._pool.load_state_dict(state["pool"])
+        pool_state = state["pool"] if "pool" in state else read_pool_file(state["pool_file"], self.checkpoint_dir)
+        self._pool.load_state_dict(pool_state)
 
     # ----------------------------------------------------------------------------------------- prompt length
     def prompt_length(self, prompt: Any) -> int:

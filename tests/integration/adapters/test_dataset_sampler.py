@@ -242,3 +242,46 @@ def test_restore_happens_when_the_iterator_is_created(train_parquet, tmp_path):
     assert ds2.pool.counters()["fed_back"] == 0  # not yet: the trainer must call iter() right after loading
     iter(loader2)
     assert ds2.pool.counters()["fed_back"] == 8 and len(ds2.pool.archived_ids()) == 8
+
+
+def test_pool_goes_to_its_own_file_beside_data_pt(train_parquet, tmp_path):
+    """With ``checkpoint_dir`` set the pool is written to ``pool_state.pkl`` (atomically) and ``data.pt`` keeps a
+    reference; the checkpoint still loads after the folder moves, and a file from another checkpoint is refused."""
+    config = _data_config(tmp_path)
+    ds = PoolDataset(str(train_parquet), None, None, config)
+    sampler = PoolBatchSampler(ds, "boundary", train_batch_size=8)
+    loader = make_train_dataloader(ds, sampler)
+    it = iter(loader)
+    sampler.on_feedback(_outcomes(next(it)), 0)
+    inline = io.BytesIO()
+    torch.save(loader.state_dict(), inline)
+    step = tmp_path / "ckpt" / "global_step_1"
+    ds.checkpoint_dir = str(step)
+    blob = io.BytesIO()
+    torch.save(loader.state_dict(), blob)
+    assert len(blob.getvalue()) < len(inline.getvalue()) / 2  # data.pt holds a reference, not the pool
+    assert (step / "pool_state.pkl").exists() and not list(step.glob("*.tmp*"))
+    pool_at_save = ds.pool.state_dict()
+
+    moved = tmp_path / "moved"
+    (step / "pool_state.pkl").rename(tmp_path / "pool_state.pkl")
+    moved.mkdir()
+    (tmp_path / "pool_state.pkl").rename(moved / "pool_state.pkl")
+
+    def restore(folder):
+        ds2 = PoolDataset(str(train_parquet), None, None, config)
+        ds2.checkpoint_dir = folder
+        loader2 = make_train_dataloader(ds2, PoolBatchSampler(ds2, "boundary", train_batch_size=8))
+        blob.seek(0)
+        loader2.load_state_dict(torch.load(blob, weights_only=False))
+        iter(loader2)
+        return ds2
+
+    assert restore(str(moved)).pool.state_dict() == pool_at_save
+    with pytest.raises(FileNotFoundError, match="pool file of this checkpoint is missing"):
+        restore(str(step))
+    ds.pool.add_seed("one more", "1", "toy")
+    ds.checkpoint_dir = str(moved)
+    ds.state_dict()  # overwrites moved/pool_state.pkl with a pool of another size
+    with pytest.raises(ValueError, match="belongs to another checkpoint"):
+        restore(str(moved))
