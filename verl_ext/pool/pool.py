@@ -35,6 +35,7 @@ from verl_ext.pool.checks import as_id, check_count, check_outcome, unique_ids
 from verl_ext.pool.config import PoolConfig
 from verl_ext.pool.errors import RecordStateError, UnknownRecordError
 from verl_ext.pool.calibration import ChildCalibration
+from verl_ext.pool.capacity import PoolCapacityMixin
 from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
 from verl_ext.pool.feedback import FeedbackSummary
 from verl_ext.pool.heap import IndexedHeap
@@ -49,11 +50,11 @@ COUNTERS = (
     "sampled_cold", "sampled_boundary", "sampled_extreme", "sampled_children", "child_cap_hits", "taken",
     "released", "fed_back", "reinserted", "evicted_capacity_hard", "evicted_capacity_easy",
     "evicted_capacity_child", "evicted_capacity_seed", "evicted_archive_full", "evicted_retired_solved",
-    "evicted_retired_visits",
+    "evicted_retired_visits", "feed_dropped_evicted",
 )
 
 
-class QueryPool(PoolIngestMixin, PoolStateMixin):
+class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
     """The pool. See the module docstring; every public method documents its complexity where it matters."""
 
     def __init__(self, config: PoolConfig | None = None, estimator: Estimator | None = None, seed: int = 0) -> None:
@@ -228,54 +229,6 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
             self._evict(self._archive.popitem(last=False)[0], "archive_full")
         return FeedbackSummary.from_groups(groups, prior_errors)
 
-    def reinsert(self, step: int, batch_size: int) -> int:
-        """Controlled reinsertion of archived records, oldest first (spec section 4); returns how many returned.
-
-        Runs when the trigger fires; moves at most ``rate`` records into the free capacity. Under ``eviction:
-        farthest`` an archived seed that finds the pool full takes the place of the pooled child farthest from the
-        frontier, so children can never lock the seed set out. Records failing a filter (solved streak, visit cap)
-        are retired (evicted) instead. O(returned).
-        """
-        cfg = self.config.reinsertion
-        batch_size = check_count(batch_size, "batch_size")
-        if cfg.trigger == "never" or (cfg.trigger == "below_batch" and self.num_available >= batch_size):
-            return 0
-        room = self.config.max_pool_size - self._live_count()
-        limit = math.inf if cfg.rate is None else cfg.rate
-        returned = 0
-        while self._archive and returned < limit:
-            rid = next(iter(self._archive))
-            rec = self._records[rid]
-            retire = "retired_solved" if rec.solved_streak(cfg.drop_solved_streak) else (
-                "retired_visits" if cfg.max_visits is not None and rec.visits >= cfg.max_visits else None)
-            if retire is None and room <= 0 and not self._displace_child_for(rec):
-                break
-            del self._archive[rid]
-            if retire is not None:
-                self._evict(rid, retire)
-                continue
-            room -= 1 if room > 0 else 0
-            self._records[rid].status = POOLED
-            self._scored.insert(rid, self.ranking_value(rid), self._group(rid))
-            returned += 1
-        self._counters["reinserted"] += returned
-        if returned:
-            logger.debug("step %d: reinserted %d archived records", step, returned)
-        return returned
-
-    def _displace_child_for(self, rec: PromptRecord) -> bool:
-        """Make room for a returning seed by evicting the pooled child farthest from the frontier (``farthest``
-        eviction only); True if room was made."""
-        if self.config.eviction != "farthest" or rec.origin == AUGMENTED:
-            return False
-        b = frontier.farthest(self._scored, self._target_bucket, frontier.CHILD_GROUP)
-        if b is None:
-            return False
-        victim = frontier.pick_in_bucket(self._scored, frontier.CHILD_GROUP, b, self._rng)
-        self._scored.remove(victim)
-        self._evict(victim, "capacity_child")
-        return True
-
     # ------------------------------------------------------------------ lineage hooks
     def base_value(self, record_id: int) -> float | None:
         """The estimator's value if the record was ever measured, else its prior (a child's shrunk towards 0.5 by
@@ -399,42 +352,6 @@ class QueryPool(PoolIngestMixin, PoolStateMixin):
 
     def _group(self, rid: int) -> int:
         return frontier.CHILD_GROUP if self._records[rid].origin == AUGMENTED else frontier.SEED_GROUP
-
-    def _insert_scored(self, rid: int, key: float) -> None:
-        """Insert into the buckets; if that overflows the pool, evict by the eviction rule (maybe ``rid`` itself)."""
-        self._records[rid].status = POOLED
-        self._scored.insert(rid, key, self._group(rid))
-        if self._live_count() > self.config.max_pool_size:
-            self._evict_one(scored_insert=True)
-
-    def _insert_scored_many(self, ids: list[int]) -> None:
-        for rid in ids:
-            self._insert_scored(rid, self.ranking_value(rid))
-
-    def _evict_one(self, scored_insert: bool) -> None:
-        """Evict one pooled record for capacity. ``farthest``: the child farthest from the frontier, else the seed
-        farthest from it. ``paper``: the hardest after a scored insert, the easiest to make room for a cold one."""
-        buckets, rng = self._scored, self._rng
-        if self.config.eviction == "paper":
-            rid = frontier.extreme_id(buckets, lowest=scored_insert, rng=rng)
-            reason = "capacity_hard" if scored_insert else "capacity_easy"
-        else:
-            group = frontier.CHILD_GROUP if buckets.lowest(frontier.CHILD_GROUP) is not None else frontier.SEED_GROUP
-            b = frontier.farthest(buckets, self._target_bucket, group)
-            if b is None:
-                raise IndexError("no scored records to evict")
-            rid = frontier.pick_in_bucket(buckets, group, b, rng)
-            reason = "capacity_child" if group == frontier.CHILD_GROUP else "capacity_seed"
-        buckets.remove(rid)
-        self._evict(rid, reason)
-
-    def _evict(self, rid: int, reason: str) -> None:
-        """Forget a record that has already left its structure; count it and report it to ``drain_evicted``."""
-        del self._records[rid]
-        self._counters["evicted_" + reason] += 1
-        if self.config.track_changes:
-            self._evicted_pending.append(rid)
-            self._changed_pending.pop(rid, None)
 
     def _mark_changed(self, rid: int) -> None:
         if self.config.track_changes:

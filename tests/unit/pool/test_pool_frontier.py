@@ -144,3 +144,12 @@ def test_pool_feeds_first_measurements_of_children_to_the_calibration():
     pool.feedback({k: (0, 8) for k in kids}, step=0)  # every child all-wrong where 0.5 was expected
     assert pool.child_calibration.invalid_rate > 0.5
     assert pool.metrics()["pool/child_penalty"] > 0.4
+
+
+def test_undrained_evicted_feed_stays_bounded():
+    pool = QueryPool(PoolConfig(max_pool_size=10, track_changes=True, max_child_fraction=1.0), seed=0)
+    pool.add_seeds_bulk(["q"] * 10, ["a"] * 10, "s", priors=[0.5] * 10)
+    for j in range(10_000):  # every child into a full pool evicts one record
+        pool.add_child(f"c{j}", "a", "s", 0, 1.0, step=0)
+    assert len(pool._evicted_pending) <= 4096
+    assert pool.counters()["feed_dropped_evicted"] > 0 and pool.metrics()["pool/evicted"] == 10_000

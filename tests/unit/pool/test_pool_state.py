@@ -45,7 +45,7 @@ def test_round_trip_mid_run_gives_identical_future():
 
     restored = QueryPool(PoolConfig(**CFG), seed=999)  # the seed is overwritten by the state
     restored.load_state_dict(state)
-    assert restored.state_dict() == state
+    assert json.loads(json.dumps(restored.state_dict())) == state
     expected = run_steps(pool, rng, steps=10, start=12)
     rng.bit_generator.state = rng_state
     assert run_steps(restored, rng, steps=10, start=12) == expected
@@ -82,3 +82,21 @@ def test_load_errors():
     pool.add_seed("r", "a", "s")
     with pytest.raises(ValueError, match="max_pool_size"):
         QueryPool(PoolConfig(max_pool_size=1)).load_state_dict(pool.state_dict())
+
+
+def test_schema_1_checkpoint_loads_into_buckets():
+    """A pool saved before the value buckets (two heaps, schema 1) resumes: every pooled record is placed by its
+    value again."""
+    pool = QueryPool(PoolConfig(**CFG), seed=3)
+    pool.add_seeds_bulk([f"q{i}" for i in range(20)], ["a"] * 20, "s", priors=[i / 20 for i in range(20)])
+    state = json.loads(json.dumps(pool.state_dict()))
+    pooled = [rid for row in state.pop("buckets") for rid in row[1:]]
+    state.update(schema_version=1, layout={"hard_lo": pooled[:10], "hard_hi": [], "easy_lo": pooled[10:],
+                                           "easy_hi": []})
+    for key in ("resolution", "child_calibration"):
+        state.pop(key)
+    old = QueryPool(PoolConfig(**CFG), seed=0)
+    old.load_state_dict(state)
+    old._scored.check()
+    assert sorted(old.available_ids().tolist()) == list(range(20))
+    assert all(old._scored.locate(r)[1] == old._scored.bucket_of_value(r / 20) for r in range(20))
