@@ -74,6 +74,10 @@ run_cmd() {  # the command for one method x seed, one word per array element
   [[ -n "$LOCK" ]] && CMD=(flock "$LOCK" "${CMD[@]}")
   if [[ -f "$ROOT/scripts/run_${m}_qwen.sh" ]]; then
     CMD+=(bash "$ROOT/scripts/run_${m}_qwen.sh")
+  elif [[ "$m" == ar3po_* || "$m" == heapa_ar3po ]]; then  # its launcher sets AR3PO's CPU stages
+    CMD+=(METHOD="$m" bash "$ROOT/scripts/run_ar3po_qwen.sh")
+  elif [[ "$m" == hive_* ]]; then
+    CMD+=(METHOD="$m" bash "$ROOT/scripts/run_hive_qwen.sh")
   else
     CMD+=(bash -c 'METHOD="$0"; source "$1" "${@:2}"' "$m" "$ROOT/scripts/_launch.sh")
   fi

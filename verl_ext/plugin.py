@@ -9,8 +9,10 @@ import logging
 logger = logging.getLogger(__name__)
 
 try:
+    from verl_ext.adapters._config import configure_logging
     from verl_ext.cpu import register as _register_cpu
 
+    configure_logging()  # reward and agent-loop workers follow VERL_EXT_LOG_LEVEL too
     _register_cpu()
     # The "heapa" reward manager (driver and every reward worker) registers itself when its module finishes
     # importing; a plain module import also works when that module is what triggered `import verl`.

@@ -119,6 +119,9 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
         get_strategy_class(name)(**{k: v for k, v in kwargs.items()})
     except (TypeError, ValueError) as exc:
         raise HeapaConfigError(f"heapa.selection.kwargs for {name!r}: {exc}") from exc
+    augmentation = _section(block, "augmentation", parse_augment_config)
+    # The teacher is validated only when something will call it: a GRPO run needs no TEACHER_MODEL.
+    teacher = _section(block, "teacher", TeacherConfig.from_dict) if augmentation.enabled else TeacherConfig()
     return HeapaSettings(
         method=str(block.get("method", "custom")),
         platform=platform,
@@ -129,8 +132,8 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
         selection_kwargs=kwargs,
         lineage=_section(block, "lineage", lambda d: LineageConfig(**d)),
         feedback=_section(block, "feedback", lambda d: FeedbackSettings(**d)),
-        augmentation=_section(block, "augmentation", parse_augment_config),
-        teacher=_section(block, "teacher", TeacherConfig.from_dict),
+        augmentation=augmentation,
+        teacher=teacher,
         trace_file=block.get("trace_file") or None,
         poll_interval_s=_poll_interval(block.get("poll_interval_s")),
         ar3po=_ar3po(block),

@@ -36,14 +36,22 @@ def generated_keys(keys: Iterable[str], tags: Iterable[dict]) -> list[str]:
             and k.count("_") >= 2]
 
 
+def reward_info_of(extra: Any) -> dict | None:
+    data = getattr(extra, "data", extra)
+    return data.get("reward_extra_info") if isinstance(data, dict) else None
+
+
 def read_outcomes(keys: Iterable[str], partition_id: str, acc_field: str = "acc",
-                  threshold: float = 0.5) -> Outcomes:
-    """{record id: (passes, n)} for trajectory ``keys`` (trajectories without ``acc`` are reported, not guessed)."""
+                  threshold: float = 0.5, reward_infos: list | None = None) -> Outcomes:
+    """{record id: (passes, n)} for trajectory ``keys`` (trajectories without ``acc`` are reported, not guessed).
+    Each trajectory's ``reward_extra_info`` is appended to ``reward_infos`` when given (timeouts, errors)."""
     keys = [k for k in keys if k.count("_") >= 2]  # trajectories are {uid}_{session}_{i}; prompts are bare uids
     if not keys:
         return {}
     data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["index", "extra_fields"])
     index = list(data["index"])
+    if reward_infos is not None:
+        reward_infos.extend(reward_info_of(extra) for extra in data["extra_fields"])
     accs = [acc_of(extra, acc_field) for extra in data["extra_fields"]]
     missing = sum(a is None for a in accs)
     if missing:
@@ -62,6 +70,7 @@ class FeedbackReplayBuffer(ReplayBuffer):
     on_discarded: Callable[[int, int], None] | None = None
     acc_field: str = "acc"
     threshold: float = 0.5
+    reward_infos: list | None = None  # the trainer's per-step list: evicted trajectories' reward info joins it
 
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
         if partition_id == "train" and uids:
@@ -77,7 +86,8 @@ class FeedbackReplayBuffer(ReplayBuffer):
             finished = [k for k in keys if k.split("_")[0] in self.finished_keys[partition_id]]
             if finished:
                 try:
-                    outcomes = read_outcomes(finished, partition_id, self.acc_field, self.threshold)
+                    outcomes = read_outcomes(finished, partition_id, self.acc_field, self.threshold,
+                                             self.reward_infos)
                 except KeyError:
                     # Failed or partial trajectories carry no reward: they teach the pool nothing.
                     logger.warning("evicted groups without %r; %d trajectories not fed back", self.acc_field,

@@ -40,6 +40,7 @@ from verl.utils.import_utils import load_class_from_fqn
 from verl_ext.adapters.dataset import PoolDataset
 from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
 from verl_ext.pool.refresh import LineageRefresher
+from verl_ext.reward import reward_metrics
 from verl_ext.selection import build_strategy
 
 from .ar3po import Ar3poStage
@@ -63,6 +64,7 @@ class HeapaTrainer(PPOTrainerSync):
         self._evicted_ids: set[int] = set()  # records of groups verl evicted this step (already fed back)
         self._evicted_pass_rates: dict[int, float] = {}
         self._evicted_feedbacks = 0
+        self._reward_infos: list = []  # this step's reward_extra_info, trained and evicted trajectories
         self.lineage: LineageRefresher | None = None
         self.augment: AugmentationStage | None = None
         self.probe: PromptEntropyProbe | None = None
@@ -117,6 +119,7 @@ class HeapaTrainer(PPOTrainerSync):
             buffer.on_discarded = self.rollout_cost.discarded
             buffer.acc_field = self.heapa.feedback.acc_field
             buffer.threshold = self.heapa.feedback.pass_threshold
+            buffer.reward_infos = self._reward_infos
         else:
             logger.warning("custom replay buffer %s: groups it evicts (e.g. DAPO-filtered) are not fed back to the "
                            "pool", type(buffer).__name__)
@@ -196,7 +199,7 @@ class HeapaTrainer(PPOTrainerSync):
         fresh = generated_keys(batch.keys, batch.tags)  # neither verl's padding rows nor AR3PO's reused ones
         with marked_timer("heapa_feedback", timing_raw):
             fb = self.heapa.feedback
-            trained = read_outcomes(fresh, batch.partition_id, fb.acc_field, fb.pass_threshold)
+            trained = read_outcomes(fresh, batch.partition_id, fb.acc_field, fb.pass_threshold, self._reward_infos)
             if self.heapa.selection_name == "hive":
                 hive.update(self._observe_response_entropy(fresh, batch.partition_id))
             summary = sampler.on_feedback(trained, self.global_steps)
@@ -216,6 +219,8 @@ class HeapaTrainer(PPOTrainerSync):
         metrics.update(self.train_dataset.pool.metrics())
         metrics.update(sampler.metrics())
         metrics.update(summary.metrics())
+        metrics.update(reward_metrics(self._reward_infos))  # reward/timeouts, reward/errors (evicted groups too)
+        self._reward_infos.clear()
         metrics.update(hive)
         metrics.update(self.rollout_cost.close_step(batch.tags))
         metrics["feedback/evicted_groups_fed_back"] = float(self._evicted_feedbacks)
@@ -299,18 +304,26 @@ class HeapaTrainer(PPOTrainerSync):
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(state, f)
         os.replace(tmp, os.path.join(folder, STATE_FILE))
-        super()._save_checkpoint()
+        self.train_dataset.checkpoint_dir = folder  # the pool goes to its own file there, data.pt keeps a reference
+        try:
+            super()._save_checkpoint()
+        finally:
+            self.train_dataset.checkpoint_dir = None
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
         if self.global_steps == 0:
             return
-        # torchdata restores the dataset/sampler only when an iterator is created: do it before anything reads
-        # the pool, so the restored pool is the one every later stage sees.
-        self.train_dataloader_it = iter(self.train_dataloader)
         folder = self._step_folder()
         if self.config.trainer.resume_mode == "resume_path":  # the folder verl just loaded the actor from
             folder = os.path.abspath(self.config.trainer.resume_from_path)
+        # torchdata restores the dataset/sampler only when an iterator is created: do it before anything reads
+        # the pool, so the restored pool is the one every later stage sees. The pool file is read from `folder`.
+        self.train_dataset.checkpoint_dir = folder
+        try:
+            self.train_dataloader_it = iter(self.train_dataloader)
+        finally:
+            self.train_dataset.checkpoint_dir = None
         path = os.path.join(folder, STATE_FILE)
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path} is missing: the checkpoint was not written by the heapa recipe")

@@ -46,13 +46,14 @@ class PoolBatchSampler(Sampler[list[int]]):
     ``source``: the ``QueryPool`` or an object with a ``pool`` attribute (``PoolDataset``; read on every use, so
     a dataset restored in place is seen). ``strategy``: a ``Strategy`` or a registry name (``strategy_kwargs``
     go to its constructor). ``gen_batch_size`` (default ``train_batch_size``) must divide ``train_batch_size``.
-    ``reinsert_when_short``: before a selection that the pool cannot fill, call ``pool.reinsert(step,
-    train_batch_size)`` (it follows the pool's reinsertion trigger; ``never`` makes it a no-op).
+    ``reinsert``: before every selection call ``pool.reinsert(step, train_batch_size)``; the pool's trigger decides
+    (``always``: the records trained since the last selection return with their new statistic; ``below_batch``:
+    only when the pool cannot fill a batch; ``never``: a no-op).
     """
 
     def __init__(self, source: Any, strategy: Strategy | str, train_batch_size: int,
                  gen_batch_size: int | None = None, *, strategy_kwargs: Mapping[str, Any] | None = None,
-                 reinsert_when_short: bool = True, step: int = 0) -> None:
+                 reinsert: bool = True, step: int = 0) -> None:
         super().__init__()
         self._source = source
         self.strategy = build_strategy(strategy, **dict(strategy_kwargs or {})) if isinstance(strategy, str) \
@@ -66,7 +67,7 @@ class PoolBatchSampler(Sampler[list[int]]):
         if self.train_batch_size % self.gen_batch_size:
             raise ValueError(f"gen_batch_size {self.gen_batch_size} must divide train_batch_size "
                              f"{self.train_batch_size} (verl fetches a step's prompts in whole gen batches)")
-        self.reinsert_when_short = bool(reinsert_when_short)
+        self.reinsert = bool(reinsert)
         self.step = int(step)
         self._buffer: deque[int] = deque()  # selected (in flight in the pool), not yet handed out
         self._outstanding: dict[int, None] = {}  # handed out, waiting for on_feedback / release_unused
@@ -116,7 +117,7 @@ class PoolBatchSampler(Sampler[list[int]]):
 
     def _select_into_buffer(self) -> None:
         pool, k = self.pool, self.train_batch_size
-        if self.reinsert_when_short and pool.num_available < k:
+        if self.reinsert:
             pool.reinsert(self.step, k)
         ids = [int(i) for i in self.strategy.select(pool, k, self.step)]
         if not ids:

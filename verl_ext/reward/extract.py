@@ -24,7 +24,7 @@ _ANSWER_LINE_RE = re.compile(r"(?i)answer[ \t]*:[ \t]*([^\n]*)")
 _SHORT_BOX_RE = re.compile(r"[^\s$]+")
 
 
-def _closing_brace(text: str, open_idx: int, limit: int) -> int:
+def closing_brace(text: str, open_idx: int, limit: int) -> int:
     """Index of the brace closing ``text[open_idx] == '{'`` within ``limit`` characters, or -1.
 
     ``\\{`` and ``\\}`` are literal braces.
@@ -60,7 +60,7 @@ def _box_content(text: str, cmd_idx: int, cmd: str, limit: int) -> str | None | 
     while j < len(text) and j - i < limit and text[j] in " \t":
         j += 1
     if j < len(text) and text[j] == "{":
-        close = _closing_brace(text, j, limit)
+        close = closing_brace(text, j, limit)
         if close == -1:
             return None if j + limit + 2 >= len(text) else False
         return text[j + 1 : close]

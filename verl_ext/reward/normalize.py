@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from verl_ext.reward.extract import closing_brace
+
 # Spacing commands and \displaystyle: presentation only. A LaTeX line break \\ (matrix rows) is matched first so
 # that its second backslash is never read as the start of the spacing command "\ ".
 _SPACING_RE = re.compile(r"\\\\|\\[,!]|\\[;: ]|\\q?quad(?![a-zA-Z])|\\displaystyle(?![a-zA-Z])|~")
@@ -76,21 +78,8 @@ def unwrap(text: str) -> str:
 
 
 def _matching_brace(s: str, open_idx: int) -> int:
-    depth = 0
-    i = open_idx
-    while i < len(s):
-        ch = s[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
+    """Index of the brace closing ``s[open_idx]`` (no length limit: ``s`` is an already extracted answer)."""
+    return closing_brace(s, open_idx, len(s))
 
 
 def _space(m: re.Match[str]) -> str:

@@ -157,9 +157,12 @@ class IdStats:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         ids = np.asarray(state["ids"], dtype=np.int64)
         columns = state["columns"]
-        if set(columns) != set(self.defaults):
-            raise ValueError(f"statistics table columns {sorted(columns)} do not match {sorted(self.defaults)}")
-        cols = {name: np.asarray(columns[name], dtype=np.float64) for name in self.defaults}
+        unknown = set(columns) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"statistics table columns {sorted(unknown)} are unknown; known {sorted(self.defaults)}")
+        # A column added since the checkpoint was written starts at its default for every saved row.
+        cols = {name: np.asarray(columns[name], dtype=np.float64) if name in columns
+                else np.full(len(ids), self.defaults[name]) for name in self.defaults}
         if any(len(c) != len(ids) for c in cols.values()) or np.any(np.diff(ids) <= 0):
             raise ValueError("statistics table state is corrupt (column lengths or id order)")
         self._ids, self._cols = ids, cols

@@ -40,7 +40,8 @@ EntropyFn = Callable[[list[int]], Mapping[int, float]]
 class HiveStrategy(TableStrategy):
     """History-ranked candidates, pruned by an online entropy check. See the module docstring."""
 
-    COLUMNS = {"rate_sum": 0.0, "rate_weight": 0.0, "ent_sum": 0.0, "ent_weight": 0.0}
+    COLUMNS = {"rate_sum": 0.0, "rate_weight": 0.0, "ent_sum": 0.0, "ent_weight": 0.0, "resp_sum": 0.0,
+               "resp_weight": 0.0}
 
     def __init__(self, prompt_entropy: EntropyFn | None = None, candidate_ratio: float = 2.0,
                  entropy_weight: float = 0.5, decay: float = 0.7, entropy_decay: float = 0.5, p0: float = 0.5,
@@ -69,9 +70,30 @@ class HiveStrategy(TableStrategy):
         w = self.stats.get("ent_weight", ids)
         return np.where(w > 0, self.stats.get("ent_sum", ids) / np.maximum(w, 1e-12), np.nan)
 
+    def response_entropy(self, ids: np.ndarray) -> np.ndarray:
+        """Recency-weighted entropy of the record's past responses (NaN where none was observed)."""
+        w = self.stats.get("resp_weight", ids)
+        return np.where(w > 0, self.stats.get("resp_sum", ids) / np.maximum(w, 1e-12), np.nan)
+
+    def observe_response_entropy(self, entropies: Mapping[int, float], step: int) -> None:
+        """The step's mean response-token entropy per record (the trainer reads it from verl's old-log-prob pass):
+        the paper's history entropy. Where a record has one, the utility uses it; the collapse check of stage 2
+        keeps comparing prompt entropies with prompt entropies."""
+        if not entropies:
+            return
+        ids = np.fromiter((int(i) for i in entropies), dtype=np.int64, count=len(entropies))
+        h = np.array([float(v) for v in entropies.values()])
+        if not np.all(np.isfinite(h)) or np.any(h < 0):
+            raise ValueError("hive: response entropies must be finite and non-negative")
+        rows = self.stats.ensure(ids)
+        s, w = self.stats.column("resp_sum"), self.stats.column("resp_weight")
+        s[rows] = self.entropy_decay * s[rows] + h
+        w[rows] = self.entropy_decay * w[rows] + 1.0
+
     def utility(self, ids: np.ndarray) -> np.ndarray:
         p = self.pass_rate(ids)
-        h = self.history_entropy(ids)
+        resp = self.response_entropy(ids)
+        h = np.where(np.isnan(resp), self.history_entropy(ids), resp)
         known = ~np.isnan(h)
         scale = float(np.max(h[known])) if known.any() else 0.0
         h_norm = np.full(len(ids), self.h0)

@@ -54,6 +54,11 @@ def test_every_preset_composes_and_validates(method, platform):
         assert s.ar3po.max_per_prompt == 16 and s.ar3po.max_responses() == 16
     if s.selection_name == "hive":
         assert s.hive.verify
+    # selecting strategies get trained records back before the next selection; uniform baselines serve epochs
+    selecting = s.selection_name != "uniform"
+    assert s.pool.reinsertion.trigger == ("always" if selecting else "below_batch")
+    if s.selection_name == "boundary":
+        assert (s.pool.boundary, s.pool.estimator, s.pool.eviction) == ("target", "beta", "farthest")
 
 
 def test_ar3po_ceiling_follows_rollout_n_and_a_too_small_n_is_named():

@@ -78,3 +78,23 @@ def test_errors_and_checkpoint():
     b = HiveStrategy(prompt_entropy=probe)
     b.load_state_dict(json.loads(json.dumps(a.state_dict())))
     assert a.select(make_pool(), 5, 1) == b.select(make_pool(), 5, 1)
+
+
+def test_response_entropy_history_drives_the_utility_and_old_states_load():
+    from verl_ext.selection.hive import HiveStrategy
+    import numpy as np
+
+    s = HiveStrategy(entropy_weight=1.0, seed=0)
+    s.observe({1: (4, 8), 2: (4, 8)}, step=0)
+    s._record_entropy(np.array([1, 2]), np.array([1.0, 1.0]))
+    before = s.utility(np.array([1, 2]))
+    assert before[0] == before[1]
+    s.observe_response_entropy({1: 0.2, 2: 1.0}, step=0)
+    after = s.utility(np.array([1, 2]))
+    assert after[1] > after[0]  # record 2's responses were more uncertain
+    state = s.state_dict()
+    for col in ("resp_sum", "resp_weight"):  # a checkpoint from before the response-entropy column
+        del state["stats"]["columns"][col]
+    again = HiveStrategy(entropy_weight=1.0, seed=0)
+    again.load_state_dict(state)
+    assert np.isnan(again.response_entropy(np.array([1]))[0])
