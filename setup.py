@@ -26,6 +26,7 @@ INSTALL_REQUIRES = [
     "pyarrow>=19",
     "datasets",
     "tokenizers",
+    "matplotlib",  # the comparison and simulator CLIs draw their curves by default
     # transformers and tensordict: verl 0.9.1 pins their ranges itself
 ]
 
