@@ -15,7 +15,7 @@ from verl_ext.compare.align import interpolate, zero_signal_series
 from verl_ext.compare.runs import Run
 from verl_ext.compare.summary import RunSummary, mean_sd
 
-POOL_KEYS = ("pool/size_live", "pool/size_hard", "pool/size_easy", "pool/size_cold", "pool/size_archive",
+POOL_KEYS = ("pool/size_live", "pool/size_scored", "pool/frac_near_target", "pool/size_cold", "pool/size_archive",
              "feedback/mean_pass_rate", "select/frac_boundary", "augment/inserted")
 
 

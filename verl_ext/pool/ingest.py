@@ -41,8 +41,8 @@ class PoolIngestMixin:
                        priors: Sequence[float | None] | None = None, step: int = 0) -> list[int]:
         """Add many seeds at once (10^5-10^6 rows); return their ids in row order.
 
-        Rows with a ``prior`` (a known pass rate, e.g. offline difficulty) enter scored, the rest cold. Large
-        scored loads rebuild the heaps with one sort. All rows are validated before anything changes.
+        Rows with a ``prior`` (a known pass rate, e.g. offline difficulty) enter scored, the rest cold.
+        All rows are validated before anything changes.
         """
         n = len(prompts)
         sources = [data_sources] * n if isinstance(data_sources, str) else list(data_sources)

@@ -174,7 +174,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
         return ids
 
     def release(self, ids: Iterable[int]) -> None:
-        """Return unused in-flight records: scored ones to the heaps, unscored ones to the front of the cold queue
+        """Return unused in-flight records: scored ones to the buckets, unscored ones to the front of the cold queue
         (in the given order), unchanged. Never evicts: in-flight records already count towards capacity."""
         ids = unique_ids(ids, "release")
         for rid in ids:
@@ -294,7 +294,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
         return len(self._cold) + len(self._scored)
 
     def available_ids(self) -> np.ndarray:
-        """All available ids (cold queue, hard half, easy half; array order, not sorted). O(n)."""
+        """All available ids (cold queue, then the buckets slot by slot; not sorted). O(n)."""
         parts = itertools.chain(self._cold, self._scored)
         return np.fromiter(parts, dtype=np.int64, count=self.num_available)
 

@@ -29,7 +29,7 @@ FIELDS = (
 
 
 class PromptRecord:
-    """One prompt. Read-only for everyone but the pool: the pool's heaps are keyed on these fields.
+    """One prompt. Read-only for everyone but the pool: the pool's buckets are keyed on these fields.
 
     Fields: ``id`` (stable int), ``prompt`` (chat messages or plain string, stored as given), ``answer``,
     ``data_source``, ``origin`` (seed|augmented), ``parent_id``/``depth`` (lineage), ``difficulty_factor``
