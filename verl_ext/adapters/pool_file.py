@@ -26,11 +26,15 @@ def write_pool_file(folder: str, pool_state: dict[str, Any]) -> dict[str, Any]:
     tmp = f"{path}.tmp.{os.getpid()}"
     payload = {"format": FORMAT, "version": FORMAT_VERSION, "records": len(pool_state["records"]),
                "pool": pool_state}
-    with open(tmp, "wb") as f:
-        pickle.dump(payload, f, protocol=5)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            pickle.dump(payload, f, protocol=5)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):  # the write failed: leave the previous file, not a partial one
+            os.remove(tmp)
     return {"file": FILE_NAME, "path": os.path.abspath(path), "records": payload["records"]}
 
 
