@@ -3,7 +3,8 @@
 #
 # - Creates $VENV (default <repo>/.venv) with $PYTHON (default python3) when it is missing.
 # - CPU machine (no working `nvidia-smi`): installs torch==2.13.0 (the CPU build) FIRST, so that nothing later
-#   resolves a multi-GB CUDA torch, then `pip install -e ".[test]"`.
+#   resolves a multi-GB CUDA torch, then `pip install -e ".[test]" -c scripts/constraints-cpu.txt`: the versions CI
+#   tests, so the resolver has nothing to search (CONSTRAINTS= empty uses setup.py's ranges alone).
 # - GPU machine (`nvidia-smi` works): `pip install -e ".[test,gpu]"`: verl 0.9.1's own vllm set (vllm 0.24.0,
 #   torch 2.11.0, transformers 5.9.0). The CPU build is 2.13.0 because that is the CPU wheel at hand; the project
 #   uses only torch APIs both versions share (torch.utils.data, tensors) — see docs/run_files.md.
@@ -11,7 +12,7 @@
 # - Idempotent: a stamp file in the venv records a hash of setup.py/pyproject.toml, the python version and the
 #   device kind; when it matches (and verl_ext imports), nothing is reinstalled. FORCE=1 reinstalls anyway.
 #
-# Knobs (environment): VENV, PYTHON, VERL_EXT_DEVICE, TORCH_CPU_VERSION (default 2.13.0), FORCE.
+# Knobs (environment): VENV, PYTHON, VERL_EXT_DEVICE, TORCH_CPU_VERSION (default 2.13.0), CONSTRAINTS, FORCE.
 set -euo pipefail
 
 log() { printf '[setup_env] %s\n' "$*" >&2; }
@@ -36,7 +37,8 @@ case "$device" in
   *) die "VERL_EXT_DEVICE must be cpu or gpu, got '$device'" ;;
 esac
 
-deps_hash="$(cat "$REPO/setup.py" "$REPO/pyproject.toml" | sha256sum | cut -c1-16)"
+CONSTRAINTS="${CONSTRAINTS-$REPO/scripts/constraints-cpu.txt}"
+deps_hash="$(cat "$REPO/setup.py" "$REPO/pyproject.toml" "$REPO/scripts/constraints-cpu.txt" | sha256sum | cut -c1-16)"
 want_stamp="$deps_hash $("$PYTHON" -V 2>&1 | tr ' ' '-') $device"
 stamp="$VENV/.verl_ext_setup_stamp"
 
@@ -64,8 +66,10 @@ if [[ "$device" == cpu ]]; then
   fi
 fi
 
-log "installing the project: pip install -e \".[$extras]\""
-"$PY" -m pip install -e "$REPO[$extras]" || die "pip install -e \".[$extras]\" failed"
+constraint_args=()
+if [[ "$device" == cpu && -n "$CONSTRAINTS" ]]; then constraint_args=(-c "$CONSTRAINTS"); fi
+log "installing the project: pip install -e \".[$extras]\" ${constraint_args[*]}"
+"$PY" -m pip install -e "$REPO[$extras]" "${constraint_args[@]}" || die "pip install -e \".[$extras]\" failed"
 
 if [[ "$device" == cpu ]]; then
   got="$("$PY" -c 'import torch; print(torch.__version__)')"
