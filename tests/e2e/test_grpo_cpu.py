@@ -4,7 +4,8 @@ Run 1: 2 steps, validation and a checkpoint at step 2. Run 2: ``resume_mode=auto
 directory with ``total_training_steps=3``: it must resume from ``global_step_2`` and train step 3 only.
 
 Checked from verl's JSONL metrics (``trainer.logger=[console,file]``), i.e. real effects, not exit codes:
-- the policy moved: ``actor/grad_norm`` > 0 at step 1 (warm-started assets give mixed-reward groups);
+- the policy moved: ``actor/grad_norm`` > 0 at step 1 or 2 (warm-started assets give mixed-reward groups; with
+  8 groups of 8 one step whose every group is all-right or all-wrong is possible, two in a row is not);
 - the rollout serves the *updated* policy: ``training/rollout_probs_diff_max`` (max |p_rollout - p_actor| over
   sampled tokens) < 1e-4 at steps 2 and 3. Everything runs in fp32, so a synced rollout differs by ~1e-6; with
   lr 1e-3, weights that silently stop reaching the rollout leave a difference of ~0.7 (measured; docs/cpu_backend.md);
@@ -53,7 +54,7 @@ def grpo_overrides(assets: Path, ckpt_dir: Path, *, total_steps: int, resume: st
         "actor_rollout_ref.actor.ppo_mini_batch_size=8",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.actor.use_kl_loss=False",
-        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.rollout.n=8",  # with 4, CI once drew 8 all-equal groups at step 1 (score mean 0.125)
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
         "reward.reward_manager.source=register",
@@ -144,8 +145,9 @@ def test_grpo_trains_validates_and_checkpoints(first_run):
     run = first_run
     run.require_success()
     run.check(sorted(run.steps) == [1, 2], f"expected steps [1, 2], logged {sorted(run.steps)}")
-    grad = run.metric(1, "actor/grad_norm")
-    run.check(grad > 0, "actor/grad_norm is 0 at step 1: no learning signal (all-equal rewards in every group?)")
+    grads = [run.metric(s, "actor/grad_norm") for s in (1, 2)]
+    run.check(max(grads) > 0, f"actor/grad_norm is 0 at steps 1 and 2 ({grads}): no learning signal "
+                              "(all-equal rewards in every group?)")
     run.check_synced(1)
     run.check_synced(2)  # after step 1's update: only a working weight push keeps this tiny
     acc = run.metric(2, "val-core/arith/acc/mean@1")

@@ -95,7 +95,8 @@ def test_pool_statistics_move_through_cold_archive_and_boundary(grpo_runs):
     assert all(metrics[s]["feedback/n_records"] == 8 for s in (1, 2))
     assert metrics[1]["feedback/n_rollouts"] == 32
     assert all(metrics[s]["reward/timeouts"] == 0 and metrics[s]["reward/errors"] == 0 for s in (1, 2, 3))
-    assert all(metrics[s]["actor/grad_norm"] > 0 for s in (1, 2, 3))
+    # frontier batches carry signal; step 1's all-cold batch may draw only all-equal groups (seen once in CI)
+    assert all(metrics[s]["actor/grad_norm"] > 0 for s in (2, 3))
     assert len(set(trace[1]["trained"])) == 8 and len(set(trace[2]["trained"]) - set(trace[1]["trained"])) >= 2
 
 

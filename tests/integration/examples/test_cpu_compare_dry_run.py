@@ -24,6 +24,18 @@ def dry_run(repo, *args, **env):
     return out
 
 
+def launcher_of(repo_dir, method):
+    """The script cpu_compare must route a preset to: its own launcher, the AR3PO/HIVE one, else _launch.sh."""
+    own = repo_dir / "scripts" / f"run_{method}_qwen.sh"
+    if own.exists():
+        return own
+    if method.startswith("ar3po_") or method == "heapa_ar3po":
+        return repo_dir / "scripts" / "run_ar3po_qwen.sh"
+    if method.startswith("hive_"):
+        return repo_dir / "scripts" / "run_hive_qwen.sh"
+    return repo_dir / "scripts" / "_launch.sh"
+
+
 def test_every_preset_times_every_seed(repo_dir, tmp_path):
     out = dry_run(repo_dir, "trainer.val_before_train=True", SEEDS="0,1 2", STEPS="7", OUT_ROOT=str(tmp_path))
     assert out.returncode == 0, out.stderr
@@ -41,8 +53,7 @@ def test_every_preset_times_every_seed(repo_dir, tmp_path):
         assert all(f"{key}={seed}" in cmd for key in SEED_KEYS)
         assert cmd[-1] == "trainer.val_before_train=True"  # extra overrides reach every run, last
         method = name.rsplit("_s", 1)[0]
-        launcher = repo_dir / "scripts" / f"run_{method}_qwen.sh"
-        assert str(launcher) in cmd if launcher.exists() else str(repo_dir / "scripts" / "_launch.sh") in cmd
+        assert str(launcher_of(repo_dir, method)) in cmd
     assert compare[1:3] == ["-m", "verl_ext.compare"] and compare[-2:] == ["--out", str(tmp_path / "compare")]
     assert compare[3:-2] == [str(tmp_path / n) for n in names]
 

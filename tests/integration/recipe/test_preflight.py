@@ -102,13 +102,15 @@ def test_every_bad_row_is_reported(tmp_path):
 def test_duplicates_refused_on_request(tmp_path):
     train = _jsonl(tmp_path / "train.jsonl", _rows(5) + _rows(2))
     with pytest.raises(RowError, match=r"(?s)2 of 7 rows repeat .*train\.jsonl row 5 repeats .*train\.jsonl row 0"):
-        _check(_config(tmp_path, f"data.train_files={train}", "+heapa.rows.duplicates=error"))
-    assert _check(_config(tmp_path, f"data.train_files={train}", "+heapa.rows.duplicates=drop")) == 5
+        _check(_config(tmp_path, f"data.train_files={train}", "heapa.rows.duplicates=error"))
+    assert _check(_config(tmp_path, f"data.train_files={train}", "heapa.rows.duplicates=drop")) == 5
 
 
 def test_teacher_setting_of_the_wrong_type_names_the_field(tmp_path):
     with pytest.raises(HeapaConfigError, match=r"heapa\.teacher: TeacherConfig\.timeout_s='abc': must be a number"):
-        read_settings(_config(tmp_path, "heapa.teacher.timeout_s=abc"))
+        read_settings(_config(tmp_path, "method=heapa_grpo", "heapa.teacher.timeout_s=abc"))
+    # A run without augmentation never calls the teacher, so its block is not read (GRPO needs no TEACHER_MODEL).
+    assert read_settings(_config(tmp_path, "heapa.teacher.timeout_s=abc")).teacher.timeout_s != "abc"
 
 
 def _free_port() -> int:

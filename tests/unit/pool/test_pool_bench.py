@@ -10,7 +10,8 @@ from verl_ext.bench.pool import format_table, main, run_size
 
 def test_run_size_small():
     row = run_size(2000, batch=64, steps=3, warmup=1)
-    assert row["n"] == 2000 and row["median_ms"] > 0 and row["bytes_per_record"] > 0
+    # RSS growth, not allocation: 2,000 records can fit in arenas earlier tests freed, so it may read 0 here.
+    assert row["n"] == 2000 and row["median_ms"] > 0 and row["bytes_per_record"] >= 0
     assert row["metrics"]["pool/size_live"] <= 2000
     assert "| 2,000 |" in format_table([row])
 
