@@ -14,8 +14,9 @@
 # reach STEPS is skipped (SKIP_DONE=0 reruns it); a failed run is reported and the others continue; the
 # comparison covers the runs that finished.
 #
-# Knobs: SEEDS (default "0 1 2"), STEPS (20), METHODS (default: grpo dapo ps heapa_grpo heapa_dapo, then every
-# other preset in recipe/heapa/config/method/), TEST_FREQ (5: validations per run matter for the curves),
+# Knobs: SEEDS (default "0 1 2"), STEPS (40, the launcher's CPU default), METHODS (default: grpo dapo ps
+# heapa_grpo heapa_dapo, then every other preset in recipe/heapa/config/method/), TEST_FREQ (10; a validation
+# samples 512 problems, ~20 s),
 # OUT_ROOT (outputs/cpu_compare), COMPARE_OUT ($OUT_ROOT/compare), RESUME_MODE (disable: each run starts fresh),
 # LOCK (/tmp/verl_ext_e2e.lock), SKIP_DONE (1), DRY_RUN (0), PYTHON.
 set -euo pipefail
@@ -26,8 +27,8 @@ if [[ -z "${PYTHON:-}" ]]; then
 fi
 SEEDS="${SEEDS:-0 1 2}"
 SEEDS="${SEEDS//,/ }"
-STEPS="${STEPS:-20}"
-TEST_FREQ="${TEST_FREQ:-5}"
+STEPS="${STEPS:-40}"
+TEST_FREQ="${TEST_FREQ:-10}"
 OUT_ROOT="${OUT_ROOT:-$ROOT/outputs/cpu_compare}"
 COMPARE_OUT="${COMPARE_OUT:-$OUT_ROOT/compare}"
 RESUME_MODE="${RESUME_MODE:-disable}"

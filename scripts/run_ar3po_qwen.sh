@@ -2,7 +2,7 @@
 # AR3PO (docs/ar3po.md): METHOD=ar3po_grpo (default) | ar3po_dapo | heapa_ar3po. GPU: the paper-scale run of the
 # other launchers (override MODEL_PATH, TRAIN_FILE, VAL_FILES, NNODES, NGPUS_PER_NODE, PROJECT, EXP_NAME; extra
 # Hydra overrides pass through); rollout.n=16 is AR3PO's ceiling: stages of 4 responses, up to 16 per prompt.
-# No GPU: the embedded CPU default, with stages of 2 up to its rollout.n=4 (the CPU grpo default's n).
+# No GPU: the embedded CPU default, with stages of 2 up to its rollout.n=8 (the CPU grpo default's n).
 METHOD="${METHOD:-ar3po_grpo}"
 case "$METHOD" in
   ar3po_grpo|ar3po_dapo|heapa_ar3po) ;;

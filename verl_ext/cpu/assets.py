@@ -22,7 +22,7 @@ import os
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from verl_ext.augment import protocol
@@ -62,10 +62,28 @@ class AssetConfig:
     warm_batch: int = 32
     warm_lr: float = 5e-3
     augment_share: float = 0.2
+    # Share of warm-start answers written in the verifier's format (\boxed{N}); the rest are a bare "N", which
+    # the reward does not read. Below 1 the model knows more arithmetic than it is paid for: the headroom RL
+    # finds first, as RLVR on real models first learns the answer format (the ``learn`` profile).
+    boxed_share: float = 1.0
 
     def digest(self) -> str:
-        blob = json.dumps({"v": ASSET_VERSION, **asdict(self)}, sort_keys=True).encode()
+        fields = asdict(self)
+        for key, default in _ADDED_LATER.items():  # fields added after version 3 keep older caches valid
+            if fields[key] == default:
+                del fields[key]
+        blob = json.dumps({"v": ASSET_VERSION, **fields}, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+_ADDED_LATER = {"boxed_share": 1.0}
+# Named builds. ``tiny``: the tests' and quickstart's default (the warm start answers in the verifier's format).
+# ``learn``: the same model size and task with half the warm-start answers unboxed and a 512-problem validation
+# set, so a short CPU run shows GRPO raising validation accuracy (docs/cpu_learning.md).
+PROFILES: dict[str, AssetConfig] = {
+    "tiny": AssetConfig(),
+    "learn": AssetConfig(val_rows=512, boxed_share=0.5),
+}
 
 
 def _corpus(cfg: AssetConfig) -> list[str]:
@@ -139,6 +157,13 @@ def _augment_example(rng: random.Random) -> tuple[list[dict], str]:
     return protocol.build_messages(parent, CPU_AUGMENT_PROMPT), protocol.format_answer(child, diff)
 
 
+def _answer_example(rng: random.Random, boxed_share: float) -> tuple[list[dict], str]:
+    """A problem and its warm-start answer: boxed with probability ``boxed_share``, else the bare number."""
+    text, ans = arithmetic.make_problem(rng, rng.choice(arithmetic.LEVELS))
+    unboxed = boxed_share < 1.0 and rng.random() >= boxed_share  # no extra draw at 1.0: the tiny model is unchanged
+    return [{"role": "user", "content": text}], str(ans) if unboxed else arithmetic.format_response(ans)
+
+
 def warm_start(cfg: AssetConfig, model, tokenizer) -> dict:
     """Short supervised fit on answers (loss on the answer only) plus augmentation rewrites."""
     import torch
@@ -155,8 +180,7 @@ def warm_start(cfg: AssetConfig, model, tokenizer) -> dict:
             if rng.random() < cfg.augment_share:
                 messages, answer = _augment_example(rng)
             else:
-                text, ans = arithmetic.make_problem(rng, rng.choice(arithmetic.LEVELS))
-                messages, answer = [{"role": "user", "content": text}], arithmetic.format_response(ans)
+                messages, answer = _answer_example(rng, cfg.boxed_share)
             seqs.append(_render(tokenizer, messages, answer))
         width = max(len(s) for s, _ in seqs)
         ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -264,10 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(default_assets_dir()), help="output directory (cached)")
     parser.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
-    parser.add_argument("--warm-steps", type=int, default=AssetConfig.warm_steps)
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="tiny",
+                        help="named build settings (tiny: tests and quickstart; learn: the CPU learning run)")
+    parser.add_argument("--warm-steps", type=int, default=None, help="override the profile's warm-start steps")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
-    out = build_assets(args.out, AssetConfig(warm_steps=args.warm_steps), force=args.force)
+    cfg = PROFILES[args.profile]
+    if args.warm_steps is not None:
+        cfg = replace(cfg, warm_steps=args.warm_steps)
+    out = build_assets(args.out, cfg, force=args.force)
     manifest = json.loads((out / "manifest.json").read_text())
     sys.stdout.write(json.dumps({"dir": str(out), "params": manifest["params"],
                                  "greedy_val_accuracy": manifest["greedy_val_accuracy"]["overall"],

@@ -60,6 +60,7 @@ class HFReplica(RolloutReplica):
                 seed=int(engine_kwargs.get("seed", 0)),
                 trust_remote_code=bool(_model_field(self.model_config, "trust_remote_code", False)),
                 num_threads=int(engine_kwargs.get("num_threads", 1)),
+                max_batch=int(engine_kwargs.get("max_batch", 64)),
             )
         )
         # Fail at start-up (not at the first generate) when the model cannot load.

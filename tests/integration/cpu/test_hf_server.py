@@ -65,3 +65,54 @@ def test_weight_push_changes_generation_and_rejects_foreign_names(server):
             asyncio.run(server.load_weights({"not.a.weight": torch.zeros(1)}))
     finally:
         asyncio.run(server.load_weights(state))
+
+
+def test_concurrent_requests_share_one_generate_and_match_single_ones(server):
+    """A step's requests arrive together: they are generated as one left-padded batch, each row cut at its EOS,
+    and greedy results equal the one-at-a-time ones (padding changes nothing)."""
+    tok = server.tokenizer
+    prompts = [tok.apply_chat_template([{"role": "user", "content": f"What is {a} + {b}?"}],
+                                       add_generation_prompt=True, tokenize=True)["input_ids"]
+               for a, b in ((1, 2), (12, 7), (3, 45), (9, 9), (123, 4))]
+    assert len({len(p) for p in prompts}) > 1  # different lengths: padding is exercised
+    single = [_gen(server, p, logprobs=True) for p in prompts]
+
+    async def together():
+        return await asyncio.gather(*(server.generate(f"r{i}", prompt_ids=p,
+                                                      sampling_params={"temperature": 0.0, "logprobs": True})
+                                      for i, p in enumerate(prompts)))
+
+    before = server.batches
+    batched = asyncio.run(together())
+    assert server.batches - before == 1
+    eos = server.eos_ids[0]
+    for one, many in zip(single, batched):
+        assert many.token_ids == one.token_ids and many.token_ids.count(eos) <= 1
+        assert all(abs(a - b) < 1e-4 for a, b in zip(many.log_probs, one.log_probs))
+
+
+def test_sampled_batch_logprobs_match_a_plain_forward(server):
+    tok = server.tokenizer
+    prompts = [tok.apply_chat_template([{"role": "user", "content": f"What is {a} * 3?"}],
+                                       add_generation_prompt=True, tokenize=True)["input_ids"] for a in (2, 17, 250)]
+
+    async def together():
+        return await asyncio.gather(*(server.generate(f"s{i}", prompt_ids=p,
+                                                      sampling_params={"temperature": 1.0, "logprobs": True})
+                                      for i, p in enumerate(prompts)))
+
+    for ids, out in zip(prompts, asyncio.run(together())):
+        with torch.no_grad():
+            ref = torch.log_softmax(server.model(torch.tensor([ids + out.token_ids])).logits[0].float(), -1)
+        for i, t in enumerate(out.token_ids):
+            assert abs(out.log_probs[i] - float(ref[len(ids) - 1 + i, t])) < 1e-4
+
+
+def test_a_failing_batch_fails_its_requests_instead_of_hanging(server):
+    ids = _augment_prompt(server)
+
+    async def bad():
+        return await asyncio.wait_for(server.generate("x", prompt_ids=ids, sampling_params={"temperature": "hot"}), 30)
+
+    with pytest.raises(ValueError):
+        asyncio.run(bad())
