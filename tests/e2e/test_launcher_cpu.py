@@ -1,8 +1,8 @@
 """The README's main command, ``bash scripts/run_heapa_dapo_qwen.sh``, on a machine without a GPU.
 
-It must fall back to the embedded default (tiny assets, CPU backend), say so, and train: a short run (STEPS=2)
-writes pool and augmentation metrics for both steps and a validation score before training. A launcher run killed
-with SIGKILL and started again resumes and keeps the killed attempt's metrics.
+It must fall back to the embedded default (here on the tests' tiny assets, CPU backend), say so, and train: a
+short run (STEPS=2) writes pool and augmentation metrics for both steps and a validation score before training.
+A launcher run killed with SIGKILL and started again resumes and keeps the killed attempt's metrics.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def test_main_command_runs_the_embedded_default(tiny_assets, repo_root, e2e_runn
     out = tmp_path / "run"
     env = e2e_runner.trainer_env(out / "metrics.jsonl", {
         "FORCE_CPU": "1", "STEPS": "2", "OUT_DIR": str(out), "VERL_EXT_ASSETS": str(tiny_assets),
-        "TRAIN_MAX_SAMPLES": "32", "PYTHON": sys.executable,
+        "ASSETS_PROFILE": "tiny", "TRAIN_MAX_SAMPLES": "32", "PYTHON": sys.executable,
     })
     cmd = ["bash", str(repo_root / "scripts" / "run_heapa_dapo_qwen.sh"), "+ray_kwargs.ray_init.address=local",
            "data.val_max_samples=16"]
@@ -54,7 +54,7 @@ def test_a_killed_and_resumed_launcher_run_keeps_every_attempts_metrics(tiny_ass
     metrics = out / "metrics.jsonl"
     env = e2e_runner.trainer_env(metrics, {
         "FORCE_CPU": "1", "STEPS": "4", "OUT_DIR": str(out), "VERL_EXT_ASSETS": str(tiny_assets),
-        "TRAIN_MAX_SAMPLES": "32", "PYTHON": sys.executable,
+        "ASSETS_PROFILE": "tiny", "TRAIN_MAX_SAMPLES": "32", "PYTHON": sys.executable,
     })
     cmd = ["bash", str(repo_root / "scripts" / "run_heapa_grpo_qwen.sh"), "+ray_kwargs.ray_init.address=local",
            "data.val_max_samples=16", "trainer.save_freq=2", f"heapa.trace_file={out / 'trace.jsonl'}"]

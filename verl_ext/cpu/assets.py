@@ -251,6 +251,12 @@ def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("digest") == cfg.digest():
             return out
+        held = next((name for name, p in PROFILES.items() if p.digest() == manifest.get("digest")), None)
+        if held is not None:  # a current build of another profile: replacing it would break whoever uses it
+            raise AssetProfileMismatch(
+                f"{out} holds the '{held}' asset build, not the one asked for (digest {cfg.digest()}): choose "
+                f"another --out / VERL_EXT_ASSETS, ask for '{held}' (ASSETS_PROFILE={held}), or pass --force"
+            )
     start = time.time()
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     (tmp / "model").mkdir(parents=True, exist_ok=True)
@@ -280,6 +286,10 @@ def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
     return out
 
 
+class AssetProfileMismatch(RuntimeError):
+    """The output folder holds a current build of a different profile (it is left alone)."""
+
+
 def default_assets_dir() -> Path:
     return Path(os.environ.get("VERL_EXT_ASSETS", Path.home() / ".cache" / "verl_ext" / "tiny"))
 
@@ -296,7 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = PROFILES[args.profile]
     if args.warm_steps is not None:
         cfg = replace(cfg, warm_steps=args.warm_steps)
-    out = build_assets(args.out, cfg, force=args.force)
+    try:
+        out = build_assets(args.out, cfg, force=args.force)
+    except AssetProfileMismatch as err:
+        sys.stderr.write(f"verl_ext.cpu.assets: {err}\n")
+        return 2
     manifest = json.loads((out / "manifest.json").read_text())
     sys.stdout.write(json.dumps({"dir": str(out), "params": manifest["params"],
                                  "greedy_val_accuracy": manifest["greedy_val_accuracy"]["overall"],

@@ -39,3 +39,20 @@ def test_cli_profile_choice_is_checked(capsys):
     with pytest.raises(SystemExit):
         assets.main(["--profile", "huge"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_folder_holding_another_profile_is_not_overwritten(tmp_path, capsys):
+    import json
+
+    import pytest
+
+    out = tmp_path / "tiny"
+    out.mkdir()
+    manifest = {"digest": assets.PROFILES["tiny"].digest()}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(assets.AssetProfileMismatch, match=r"holds the 'tiny' asset build.*ASSETS_PROFILE=tiny"):
+        assets.build_assets(out, assets.PROFILES["learn"])
+    assert assets.main(["--profile", "learn", "--out", str(out)]) == 2
+    assert "holds the 'tiny' asset build" in capsys.readouterr().err
+    assert json.loads((out / "manifest.json").read_text()) == manifest  # untouched
+    assert assets.build_assets(out, assets.PROFILES["tiny"]) == out.resolve()  # the matching profile is reused

@@ -84,5 +84,5 @@ def test_commands_compose_with_the_recipe_config(repo_dir, method, monkeypatch):
         cfg = compose(config_name="heapa_trainer", overrides=overrides)
     assert cfg.heapa.seed == 4 and cfg.data.seed == 4 and cfg.actor_rollout_ref.rollout.seed == 4
     assert cfg.actor_rollout_ref.actor.data_loader_seed == 4
-    assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf.seed == 4 and cfg.trainer.test_freq == 5
+    assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf.seed == 4 and cfg.trainer.test_freq == 10
     assert cfg.trainer.experiment_name == f"{method}_s4"

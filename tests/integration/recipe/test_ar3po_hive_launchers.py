@@ -44,9 +44,9 @@ def test_launcher_composes_validates_and_sets_the_stages(script, method, device,
     n = cfg.actor_rollout_ref.rollout.n
     if "ar3po" in method:
         assert s.ar3po.enabled and s.ar3po.max_per_prompt == n
-        # GPU: stages of 4 up to GRPO's n=16; CPU: stages of 2 up to the embedded default's n=4
+        # GPU: stages of 4 up to GRPO's n=16; CPU: stages of 2 up to the embedded default's n=8
         assert (n, s.ar3po.k1, s.ar3po.k_s, s.ar3po.max_responses()) == ((16, 4, 4, 16) if device == "gpu"
-                                                                          else (4, 2, 2, 4))
+                                                                          else (8, 2, 2, 8))
     else:
         assert s.selection_name == "hive" and s.hive.verify and not s.ar3po.enabled
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
