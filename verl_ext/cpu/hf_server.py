@@ -8,8 +8,8 @@ Generation is serialised by one lock and runs in a worker thread so the actor's 
 
 Requests that arrive together are generated together: verl's agent loop sends a step's prompts concurrently, and
 one left-padded ``generate`` over up to ``max_batch`` of them costs about what one prompt costs on a small model
-(measured: a 256-response step of the tiny model went from ~11 s of generation to ~1 s). Requests are grouped by
-sampling settings; those with stop strings run alone (HF checks stop strings for the whole batch).
+(measured: 128 concurrent requests to the tiny model, 2.4 s one at a time, 0.24 s batched). Requests are grouped
+by sampling settings and token budget; those with stop strings run alone (HF checks stop strings batch-wide).
 """
 
 from __future__ import annotations
