@@ -3,7 +3,7 @@
 #
 # With a GPU: paper-scale settings (HeaPA §7), every one overridable by environment variable, and any extra
 # Hydra overrides passed through ("$@"). Without a GPU: the embedded default — the tiny offline assets (profile
-# `learn`, docs/cpu_learning.md) on the CPU backend for 40 steps, ~6 min on 2 cores — so a newcomer sees the
+# `learn`, docs/cpu_learning.md) on the CPU backend for 40 steps, ~8 min on 2 cores — so a newcomer sees the
 # recipe, the pool metrics and validation accuracy move on a laptop (GRPO: +10 points or more by step 20-40).
 # FORCE_CPU=1 / FORCE_GPU=1 skip the detection; DRY_RUN=1 prints the trainer's Hydra overrides, one per line.
 # A leading ~/ in the path variables (also inside a quoted list: VAL_FILES='[~/a.parquet,~/b.parquet]') is
