@@ -128,6 +128,10 @@ def test_extract_json_is_bounded_on_brace_floods() -> None:
     assert extract_json_object("{" * 100_000) is None
     assert extract_json_object('{"a": ' * 50_000) is None  # deep nesting: RecursionError is contained
     assert extract_json_object('x {"a": {"b": [1]}} y') == {"a": {"b": [1]}}
+    # refused before decoding (no RecursionError near the stack limit); braces inside strings do not count
+    assert extract_json_object('{"a": ' * 40 + "1" + "}" * 40) is None
+    assert extract_json_object('{"clean": "' + "{[" * 500 + '", "solvable": true}') == {
+        "clean": "{[" * 500, "solvable": True}
 
 
 def test_verdict_dict_round_trip() -> None:

@@ -30,9 +30,38 @@ _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 
 
+# A verdict is a flat object. Deeper nesting is refused before decoding: json's decoder recurses per level, and
+# a RecursionError deep in the stack also breaks whatever finaliser the garbage collector runs at that moment.
+MAX_JSON_DEPTH = 32
+
+
+def _nesting_depth(text: str) -> int:
+    """Deepest ``{``/``[`` nesting outside JSON strings (one linear pass)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "}]" and depth:
+            depth -= 1
+    return deepest
+
+
 def extract_json_object(text: str) -> dict[str, Any] | None:
     """The first JSON object in ``text`` (fences, prose and think blocks tolerated), or None."""
     text = _THINK_RE.sub("", text[:MAX_REPLY_CHARS])
+    if _nesting_depth(text) > MAX_JSON_DEPTH:
+        return None
     decoder = json.JSONDecoder()
     start = text.find("{")
     attempts = 0
