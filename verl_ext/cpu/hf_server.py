@@ -26,18 +26,17 @@ from verl.workers.rollout.replica import TokenOutput
 logger = logging.getLogger(__name__)
 
 
-def sampled_logprobs(logits: list[torch.Tensor], tokens: torch.Tensor, temperature: float) -> list[float]:
-    """Log-probability of each sampled token under the sampling distribution's temperature.
+def sampled_logprobs(logits: tuple[torch.Tensor, ...], tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Log-probability of each generated token under the sampling distribution's temperature, for a whole batch.
 
-    verl compares these with the actor's own log-probs (``logits / temperature``), so both sides use the same
-    scaling; greedy decoding (temperature 0) reports the untempered distribution.
+    ``logits`` holds one ``[batch, vocab]`` tensor per generated position and ``tokens`` is ``[batch, steps]``;
+    one log-softmax over the stacked logits serves every row. verl compares these with the actor's own log-probs
+    (``logits / temperature``), so both sides use the same scaling; greedy decoding (temperature 0) reports the
+    untempered distribution.
     """
     scale = temperature if temperature > 0 else 1.0
-    out = []
-    for step_logits, tok in zip(logits, tokens.tolist()):
-        lp = torch.log_softmax(step_logits[0].float() / scale, dim=-1)
-        out.append(float(lp[tok]))
-    return out
+    stacked = torch.stack(logits, dim=1).float() / scale  # [batch, steps, vocab]
+    return torch.log_softmax(stacked, dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
 
 
 @dataclass
@@ -121,14 +120,13 @@ class HFServer:
         with torch.no_grad():
             out = self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs)
         self.batches += 1
+        new_tokens = out.sequences[:, width:]
+        logprobs = sampled_logprobs(out.logits, new_tokens, temperature).tolist()
         eos = set(self.eos_ids)
         results = []
-        for i in range(len(prompts)):
-            row = out.sequences[i, width:].tolist()
+        for row, row_logprobs in zip(new_tokens.tolist(), logprobs):
             end = next((j + 1 for j, tok in enumerate(row) if tok in eos), len(row))  # finished rows are padded
-            tokens = torch.tensor(row[:end], dtype=torch.long)
-            logprobs = sampled_logprobs([step[i:i + 1] for step in out.logits[:end]], tokens, temperature)
-            results.append((row[:end], logprobs))
+            results.append((row[:end], row_logprobs[:end]))
         return results
 
     async def _batched(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
