@@ -74,18 +74,35 @@ VAL_FILES="$(expand_home "${VAL_FILES:-[$HOME/data/eval/aime24.parquet,$HOME/dat
 CKPT_DIR="$(absolute "$(expand_home "${CKPT_DIR:-checkpoints/$PROJECT/$EXP_NAME}")")"
 NNODES="${NNODES:-1}"
 NGPUS_PER_NODE="${NGPUS_PER_NODE:-8}"
+MAX_PROMPT_LENGTH="${MAX_PROMPT_LENGTH:-2048}"
+MAX_RESPONSE_LENGTH="${MAX_RESPONSE_LENGTH:-20480}"
+# Attention of the actor/reference models: verl's default, flash_attention_2, needs the flash-attn package, which
+# neither verl's vllm extra nor ours installs (no binary wheel on PyPI). ATTN_IMPL=auto (default) uses it when it
+# imports and PyTorch's sdpa otherwise; remove-padding (packed sequences) works only with flash attention.
+ATTN_IMPL="${ATTN_IMPL:-auto}"
+if [[ "$ATTN_IMPL" == auto ]]; then
+  if "$PYTHON" -c 'import flash_attn' >/dev/null 2>&1; then ATTN_IMPL=flash_attention_2; else
+    ATTN_IMPL=sdpa
+    echo "[verl-heapa] flash-attn is not installed: using sdpa attention without remove-padding (slower on long" \
+         "responses; FLASH_ATTN=1 bash scripts/setup_env.sh builds flash-attn, then ATTN_IMPL=auto picks it)" >&2
+  fi
+fi
+case "$ATTN_IMPL" in flash_attention_2|flash_attention_3) REMOVE_PADDING=True ;; *) REMOVE_PADDING=False ;; esac
 ARGS=(
   method="$METHOD" platform=gpu
   data.train_files="$TRAIN_FILE" data.val_files="$VAL_FILES"
-  data.train_batch_size="${TRAIN_BATCH_SIZE:-512}" data.max_prompt_length="${MAX_PROMPT_LENGTH:-2048}"
-  data.max_response_length="${MAX_RESPONSE_LENGTH:-20480}" data.filter_overlong_prompts=True
-  actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.use_remove_padding=True
+  data.train_batch_size="${TRAIN_BATCH_SIZE:-512}" data.max_prompt_length="$MAX_PROMPT_LENGTH"
+  data.max_response_length="$MAX_RESPONSE_LENGTH" data.filter_overlong_prompts=True
+  actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.use_remove_padding="$REMOVE_PADDING"
+  ++actor_rollout_ref.model.override_config.attn_implementation="$ATTN_IMPL"
   actor_rollout_ref.model.enable_gradient_checkpointing=True
   actor_rollout_ref.actor.optim.lr="${LR:-1e-6}" actor_rollout_ref.actor.ppo_mini_batch_size="${MINI_BATCH_SIZE:-32}"
   actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24576
   actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="${ROLLOUT_N:-16}"
   actor_rollout_ref.rollout.tensor_model_parallel_size="${ROLLOUT_TP:-1}"
-  actor_rollout_ref.rollout.gpu_memory_utilization=0.8
+  actor_rollout_ref.rollout.gpu_memory_utilization="${GPU_MEMORY_UTILIZATION:-0.8}"
+  # vLLM's KV cache sized for one rollout (prompt + response), not the model's full context (262k for Qwen3-4B)
+  actor_rollout_ref.rollout.max_model_len="$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))"
   actor_rollout_ref.rollout.val_kwargs.n=16 actor_rollout_ref.rollout.val_kwargs.temperature=0.7
   actor_rollout_ref.rollout.val_kwargs.top_p=0.7 actor_rollout_ref.rollout.val_kwargs.do_sample=True
   "trainer.logger=${LOGGERS:-[console,wandb,file]}" trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME"

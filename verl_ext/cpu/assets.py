@@ -79,10 +79,13 @@ class AssetConfig:
 _ADDED_LATER = {"boxed_share": 1.0}
 # Named builds. ``tiny``: the tests' and quickstart's default (the warm start answers in the verifier's format).
 # ``learn``: the same model size and task with half the warm-start answers unboxed and a 512-problem validation
-# set, so a short CPU run shows GRPO raising validation accuracy (docs/cpu_learning.md).
+# set, so a short CPU run shows GRPO raising validation accuracy (docs/cpu_learning.md). ``gpu``: see below.
 PROFILES: dict[str, AssetConfig] = {
     "tiny": AssetConfig(),
     "learn": AssetConfig(val_rows=512, boxed_share=0.5),
+    # scripts/gpu_smoke.sh: attention heads of 64 dimensions (vLLM's GPU attention kernels take 64, not the tiny
+    # model's 16) and a shorter warm start; the same task and tokenizer
+    "gpu": AssetConfig(hidden_size=128, heads=2, kv_heads=1, intermediate_size=384, warm_steps=800),
 }
 
 

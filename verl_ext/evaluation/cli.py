@@ -111,8 +111,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if backend == "hf":
         backend_kwargs.update(batch_size=args.batch_size, device=args.device, num_threads=args.threads)
     else:
+        max_model_len = args.max_model_len or _context_needed(model, problems, cfg, args.trust_remote_code)
+        logger.info("vllm max_model_len: %d", max_model_len)
         backend_kwargs.update(tensor_parallel_size=args.tp, gpu_memory_utilization=args.gpu_memory_utilization,
-                              max_model_len=args.max_model_len, seed=args.seed)
+                              max_model_len=max_model_len, seed=args.seed)
     generator, tokenizer = make_generator(backend, model, **backend_kwargs)
     t0 = time.monotonic()
     generate_responses(problems, generator, tokenizer, cfg)
@@ -123,6 +125,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
             "generations": [str((out / "generations.jsonl").resolve())]}
     score_and_write(problems, args, meta)
     return 0
+
+
+def _context_needed(model: str, problems: list[gens.Problem], cfg: Any, trust_remote_code: bool) -> int:
+    """Longest rendered prompt + max_new_tokens, read with the model's own tokenizer (before vLLM starts)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from verl_ext.evaluation.generate import context_needed
+
+    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+    hf_config = AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code)
+    limit = getattr(hf_config, "max_position_embeddings", None)
+    return context_needed(tokenizer, problems, cfg, limit)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -172,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, default=None, help="hf: torch CPU threads")
     g.add_argument("--tp", type=int, default=1, help="vllm: tensor-parallel size")
     g.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vllm")
-    g.add_argument("--max-model-len", type=int, default=None, help="vllm")
+    g.add_argument("--max-model-len", type=int, default=None,
+                   help="vllm (default: longest prompt + --max-new-tokens, capped at the model's context)")
     _add_scoring(g)
     g.set_defaults(func=cmd_generate)
     t = sub.add_parser("table", help="put several result.json side by side")

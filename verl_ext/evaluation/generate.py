@@ -65,6 +65,24 @@ def render_prompts(tokenizer: Any, problems: Sequence[Problem], cfg: SamplingCon
     return out
 
 
+def context_needed(tokenizer: Any, problems: Sequence[Problem], cfg: SamplingConfig,
+                   max_position_embeddings: int | None = None) -> int:
+    """vLLM's ``max_model_len`` for this evaluation: the longest rendered prompt plus ``max_new_tokens``.
+
+    Left unset, vLLM reserves KV cache for the model's whole context (262k tokens for Qwen3-4B-Instruct-2507, more
+    than a 40-48 GB GPU holds). Capped at the model's ``max_position_embeddings`` (then long answers are cut, as the
+    hf back-end cuts them)."""
+    prompts = render_prompts(tokenizer, problems, cfg)
+    longest = max((len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts), default=0)
+    need = longest + cfg.max_new_tokens
+    if max_position_embeddings and need > max_position_embeddings:
+        logger.warning("longest prompt (%d tokens) + max_new_tokens (%d) exceeds the model's context (%d): "
+                       "max_model_len=%d, long answers will be cut", longest, cfg.max_new_tokens,
+                       max_position_embeddings, max_position_embeddings)
+        return int(max_position_embeddings)
+    return need
+
+
 def choose_backend(name: str) -> str:
     if name not in BACKENDS:
         raise ValueError(f"backend {name!r}; expected one of {BACKENDS}")
