@@ -110,8 +110,14 @@ ARGS=(
   trainer.total_training_steps="${TOTAL_STEPS:-500}" trainer.save_freq="${SAVE_FREQ:-50}"
   trainer.test_freq="${TEST_FREQ:-25}" trainer.default_local_dir="$CKPT_DIR"
 )
-# Methods without augmentation never call a teacher: do not require TEACHER_MODEL for them.
-[[ "$METHOD" == heapa_* ]] || ARGS+=(heapa.teacher.backend=programmatic)
+# Methods without augmentation never call a teacher: do not require TEACHER_MODEL for them. With augmentation, a
+# teacher reply is bounded (a runaway reply would otherwise run to timeout_s, retried): TEACHER_MAX_TOKENS (1024;
+# empty = not sent, for reasoning APIs that take extra_body={max_completion_tokens:...} instead).
+if [[ "$METHOD" == heapa_* ]]; then
+  [[ -n "${TEACHER_MAX_TOKENS-1024}" ]] && ARGS+=(heapa.teacher.max_tokens="${TEACHER_MAX_TOKENS-1024}")
+else
+  ARGS+=(heapa.teacher.backend=programmatic)
+fi
 ARGS+=("$@")
 if [[ "${DRY_RUN:-0}" == "1" ]]; then printf '%s\n' "${ARGS[@]}"; exit 0; fi
 export VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$CKPT_DIR/metrics.jsonl}"

@@ -118,6 +118,8 @@ def test_every_gpu_launcher_fits_the_gpu_set(method, monkeypatch):
     cfg = compose_cfg(args, method)
     settings = parse_settings(OmegaConf.to_container(cfg.heapa, resolve=True))
     assert settings.platform == "gpu"
+    if method.startswith("heapa"):  # a runaway teacher reply is bounded, not left to run into the timeout
+        assert settings.teacher.backend == "openai" and settings.teacher.max_tokens == 1024
     chosen = fit_gpu(cfg, available=in_gpu_set)  # what main_heapa.prepare does on platform=gpu
     assert chosen["attn_implementation"] == "sdpa" and chosen["use_remove_padding"] is False
     assert chosen["max_model_len"] == 2048 + 20480
