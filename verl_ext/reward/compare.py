@@ -6,9 +6,9 @@ answers already capped at ``max_answer_chars``, so no input can make it slow:
 
 1. identical after value-preserving clean-up (``normalize.compact``): equal;
 2. a ground truth written as words in ``\\text{}`` (``\\text{Evelyn}``): equal iff the answer is the same words;
-3. a number written with a base subscript (``52_8``, ``1011_{2}``): the same digits in the same base, or the same
-   digits with the subscript left out, are equal; a plain integer is equal when the values are; anything else is
-   not (math-verify reads ``52_9`` and ``52_8`` alike);
+3. a number written with a base subscript (``52_8``, ``1011_{2}``; digits valid in that base, so ``x_{2}`` is a
+   name): the same digits in the same base, or the same digits with the subscript left out, are equal; a plain
+   integer is equal when the values are; anything else is not (math-verify reads ``52_9`` and ``52_8`` alike);
 4. both plain numbers (``numbers.read_number``): ``numbers.numbers_agree`` decides;
 5. both a tuple or interval of plain numbers with the same brackets (``(2,4)``, ``[-2,7)``): equal iff they have
    as many elements and each pair agrees by rule 4 (sets, ``\\infty`` and symbols are left to math-verify).
@@ -24,21 +24,28 @@ from verl_ext.reward.numbers import DEFAULT_MIN_DIGITS, numbers_agree, read_numb
 
 _BASED_RE = re.compile(r"(?:\\text\{)?([0-9A-Za-z]{1,64})\}?_\{?(\d{1,2})\}?")
 _DIGITS_RE = re.compile(r"[0-9A-Za-z]{1,64}")
+_PLAIN_INT_RE = re.compile(r"[+-]?[0-9]{1,400}")
 
 
 def read_based(text: str) -> tuple[str, int] | None:
-    """(digits, base) of a compact ``52_8`` / ``52_{8}`` / ``\\text{A3}_{16}``, else None."""
+    """(digits, base) of a compact ``52_8`` / ``52_{8}`` / ``\\text{A3}_{16}``, else None: also when the digits are
+    not digits of that base, as in a subscripted name (``x_{2}``, ``I_{2}``, ``E_2``; "the subscript left out"
+    would otherwise accept ``x`` for ``x_{2}``)."""
     m = _BASED_RE.fullmatch(text)
     if m is None or not 2 <= int(m.group(2)) <= 36:
+        return None
+    try:
+        int(m.group(1), int(m.group(2)))
+    except ValueError:
         return None
     return m.group(1), int(m.group(2))
 
 
 def _int_value(based: tuple[str, int] | None, plain: str) -> int | None:
-    try:
-        return int(based[0], based[1]) if based else int(plain)
-    except ValueError:  # digits invalid for the base (a_2 is a subscripted variable), or not an integer
-        return None
+    if based is not None:
+        return int(based[0], based[1])
+    # int() alone would also read "4_2" (as 42: underscores group digits in Python) and non-ASCII digits
+    return int(plain) if _PLAIN_INT_RE.fullmatch(plain) else None
 
 
 def _based_equal(p: str, g: str) -> bool | None:

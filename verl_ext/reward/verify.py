@@ -3,9 +3,21 @@
 Both answers are parsed with math-verify's ``LatexExtractionConfig`` only: the answer has already been extracted,
 so math-verify is asked to read it as LaTeX and nothing else (its ``ExprExtractionConfig`` would pick a stray
 number out of words, e.g. the 2 of ``\\text{2-methylpropane}``). Its own unit stripping is off
-(``normalize.clean`` removes units deliberately). math-verify's own timeouts (``parsing_timeout``,
-``timeout_seconds``, i.e. ``signal.alarm``) are on: they work here because this is a process's main thread, and
-they end most slow comparisons without losing the worker; the parent's kill is the hard bound for the rest.
+(``normalize.clean`` removes units deliberately).
+
+math-verify reads the whole answer or nothing: only its match of the whole (boxed) answer is tried
+(``extraction_mode="first_match"``, no anchor-free patterns). With its default ``any_match`` an answer its LaTeX
+parser rejects falls through to lower-priority patterns, which pick a fragment out of it: the last ``\\frac{2}{3}``
+of ``-(\\frac{1}{3}E_{1}+\\frac{2}{3}E_{2})``, read as 2/3 and compared in place of the answer (issue 22).
+
+Letters the parser reads as constants, ``E``/``e`` (Euler's number; with a subscript the parser fails) and ``I``
+(the imaginary unit; it drops the subscript, so ``I_{1}`` = ``I_{2}`` = i), are names when they carry a
+subscript: ``E_{1}`` is passed as ``\\mathrm{E}_{1}``, which the parser reads as the symbol ``e_1``, like
+``A_{1}`` (``subscripted_names``).
+
+math-verify's own timeouts (``parsing_timeout``, ``timeout_seconds``, i.e. ``signal.alarm``) are on: they work here
+because this is a process's main thread, and they end most slow comparisons without losing the worker; the
+parent's kill is the hard bound for the rest.
 
 When both sides are single real numbers, the project's rule (``numbers.numbers_agree``) decides instead of
 math-verify's float comparison, which rounds to a fixed number of decimal places (so ``0`` would equal
@@ -16,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -29,6 +42,21 @@ FLOAT_ROUNDING = 10
 IRRATIONAL_DIGITS = 50
 
 
+# A command name (skipped whole, so the E of \\mathbbE or \\Theta is never touched) or a lone E, e or I followed by a
+# subscript, possibly after a superscript (E^{2}_{1}).
+_CONSTANT_LETTER_RE = re.compile(r"\\[A-Za-z]+|(?P<letter>[EeI])(?=\s*(?:\^\s*(?:\{[^{}]*\}|[^\s{}\\])\s*)?_)")
+
+
+def _name_letter(m: re.Match[str]) -> str:
+    letter = m.group("letter")
+    return m.group(0) if letter is None else "\\mathrm{" + letter + "}"
+
+
+def subscripted_names(answer: str) -> str:
+    """``answer`` with each subscripted ``E``, ``e``, ``I`` written as ``\\mathrm{E}``: a name, not a constant."""
+    return _CONSTANT_LETTER_RE.sub(_name_letter, answer)
+
+
 class ComparisonTimeout(Exception):
     """math-verify's own time limit ended the comparison (the worker survives)."""
 
@@ -40,20 +68,22 @@ def _extraction_config() -> tuple[Any, ...]:
 
     normalization = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=True,
                                         boxed="all", equations=False)
-    return (LatexExtractionConfig(try_extract_without_anchor=True, boxed_match_priority=0,
+    return (LatexExtractionConfig(try_extract_without_anchor=False, boxed_match_priority=0,
                                   normalization_config=normalization),)
 
 
 @functools.lru_cache(maxsize=4096)
 def parse_answer(answer: str, timeout_s: int) -> Any:
-    """The first thing math-verify reads from ``answer`` as LaTeX: a sympy object, the raw string when only the
-    string matched, or None. Cached: a ground truth repeats once per rollout of its prompt."""
+    """What math-verify reads from the whole of ``answer`` as LaTeX: a sympy object, the string when its parser
+    rejects the answer (never a fragment of it), or None. Cached: a ground truth repeats once per rollout of its
+    prompt."""
     from math_verify import parse
     from math_verify.errors import TimeoutException
 
     try:
-        found = parse("\\boxed{" + answer + "}", extraction_config=_extraction_config(),
-                      fallback_mode="first_match", parsing_timeout=timeout_s, raise_on_error=True)
+        found = parse("\\boxed{" + subscripted_names(answer) + "}", extraction_config=_extraction_config(),
+                      fallback_mode="first_match", extraction_mode="first_match", parsing_timeout=timeout_s,
+                      raise_on_error=True)
     except TimeoutException as exc:
         raise ComparisonTimeout(f"parsing took over {timeout_s} s") from exc
     return found[0] if found else None
