@@ -13,8 +13,31 @@ Where it runs (verl 0.9.1, V1 sync trainer): selection is lazy, inside ``prepare
 path ``_compute_old_log_prob`` uses: rows in TransferQueue (a partition of its own, cleared right after), a
 ``KVBatchMeta`` with ``calculate_entropy`` to ``actor_rollout_wg.compute_log_prob``, per-token ``entropy`` read back
 over the whole sequence. The rows are the candidates' prompts as the agent loop tokenizes them (chat template,
-generation prompt, left-truncated to ``rollout.prompt_length``) plus one placeholder response token. On GPUs the
-pass runs while the rollout servers are awake: keep ``gpu_memory_utilization`` low enough for one forward micro-batch.
+generation prompt, left-truncated to ``rollout.prompt_length``) plus one placeholder response token.
+
+Memory (GPUs): the pass runs while the rollout servers are awake, and it must. The sync trainer wakes them in
+``update_weights`` (``on_step_end`` of the previous step, ``on_init_end`` before the first) and sleeps them only in
+``on_sample_end``, after ``replay_buffer.sample`` returned; ``prepare_step`` fires each selected chunk into generation
+at once and DAPO refills select while the rest of the batch is generating. Sleeping them for the probe would drop
+vLLM's weights (sleep level 2) and force a full weight sync per selection. So the probe bounds its own forward: each
+micro-batch holds at most ``heapa.hive.probe_max_tokens`` tokens per GPU (default 4096), whatever the actor's
+log-prob batching (``ppo_max_token_len_per_gpu`` = 24576 in the GPU launcher). The probe sets the batching keys of
+the call itself (``extra_info`` -> the engine's ``infer_batch``, which fills only the keys a call leaves out): with
+dynamic batch sizes and packed rows (``use_remove_padding``) ``max_token_len_per_gpu`` = min(budget, the actor's
+``log_prob_max_token_len_per_gpu``), which verl 0.9.1's ``rearrange_micro_batches`` enforces as a hard limit per
+micro-batch; otherwise fixed micro-batches, ``micro_batch_size_per_gpu`` <= budget // longest row (verl pads a
+micro-batch to its longest row and its dynamic limit counts real tokens only, so padded rows use fixed ones even
+when the actor's are dynamic). A prompt longer than the budget is forwarded alone (fixed micro-batches) or lifts
+the call's limit to its own length (verl refuses a lower one).
+
+Why 4096: the transient memory of an entropy forward is dominated by the vocabulary-sized tensors, T x V per copy
+(logits, their temperature-scaled copy, the softmax and the product of ``entropy_from_logits``, one more in the
+log-prob kernel); at V = 151,936 (Qwen2.5/Qwen3) one copy is 0.30 MB per token in bf16, 0.61 MB in fp32. 4096
+tokens: 1.2 GB (bf16) / 2.5 GB (fp32) per copy, ~5-10 GB at four copies; 24576 tokens: 7.5 / 14.9 GB per copy,
+30-60 GB, more than the ~16 GB that ``gpu_memory_utilization=0.8`` leaves on an 80 GB GPU. 4096 also holds two
+prompts of the launcher's ``max_prompt_length`` (2048), and a selection stays cheap (2 x 512 candidates of ~250
+tokens over 8 ranks: ~32k tokens, about 8 micro-batches per GPU). What remains the user's: the actor's resident
+shard (params, optimizer unless offloaded) plus this budget must fit beside vLLM's share.
 
 Cost per step: ``hive/verify_s`` (wall seconds), ``hive/verify_tokens`` (tokens forwarded), ``hive/verify_prompts``.
 """
@@ -37,6 +60,7 @@ from verl.utils.tokenizer import normalize_token_ids
 
 logger = logging.getLogger(__name__)
 PARTITION = "hive_verify"
+DEFAULT_MAX_TOKENS = 4096  # tokens per probe forward micro-batch per GPU (heapa.hive.probe_max_tokens; see above)
 
 
 def probe_row(prompt_ids: Sequence[int], placeholder: int) -> dict[str, torch.Tensor]:
@@ -64,10 +88,14 @@ class PromptEntropyProbe:
 
     def __init__(self, dataset: Any, tokenizer: Any, actor_wg: Callable[[], Any], dp_size: Callable[[], int], *,
                  temperature: float, prompt_length: int, micro_batch_size: int | None = None, tail_tokens: int = 0,
-                 chat_template_kwargs: dict | None = None) -> None:
+                 chat_template_kwargs: dict | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 max_token_len_per_gpu: int | None = None, remove_padding: bool = True) -> None:
         self.dataset, self.tokenizer = dataset, tokenizer
         self._actor_wg, self._dp_size = actor_wg, dp_size
         self.micro_batch_size = micro_batch_size  # the actor's log-prob micro batch; None with dynamic batch sizes
+        self.max_tokens = int(max_tokens)  # the probe's own budget per forward micro-batch per GPU
+        self.max_token_len_per_gpu = max_token_len_per_gpu  # the actor's log-prob token limit (dynamic batch sizes)
+        self.remove_padding = bool(remove_padding)  # model.use_remove_padding: off, verl pads a micro-batch's rows
         self.temperature, self.prompt_length, self.tail_tokens = float(temperature), int(prompt_length), tail_tokens
         self.chat_template_kwargs = {k: v for k, v in (chat_template_kwargs or {}).items()
                                      if k not in ("tokenize", "return_dict", "return_tensors")}
@@ -92,7 +120,7 @@ class PromptEntropyProbe:
         start = time.perf_counter()
         prompts = [self.tokenize(i) for i in ids]
         rows = [probe_row(p, self.placeholder) for p in prompts]
-        multiple, extra = self._layout(len(rows))
+        multiple, extra = self._layout(len(rows), max(len(p) for p in prompts) + 1)
         rows += [rows[-1]] * (-len(rows) % multiple)  # copies of the last row: even split, whole micro batches
         run = uuid.uuid4().hex
         keys = [f"{run}{j}_0_0" for j in range(len(rows))]
@@ -116,14 +144,25 @@ class PromptEntropyProbe:
         self.entropies.extend(out.values())
         return out
 
-    def _layout(self, n: int) -> tuple[int, dict[str, int]]:
-        """Rows must split evenly over the actor's data-parallel ranks and, without dynamic batch sizes, into whole
-        micro batches; a micro batch no larger than a rank's share keeps the padding small."""
+    def _layout(self, n: int, longest: int) -> tuple[int, dict[str, Any]]:
+        """How ``n`` rows of at most ``longest`` tokens are batched: the row count must be a multiple of the first
+        value (copies pad it), the second goes into the call's ``extra_info``, where it replaces the engine's own
+        batching keys. Rows split evenly over the actor's data-parallel ranks; a micro-batch holds at most
+        max(``max_tokens``, the longest row) tokens per GPU, padding included, and never more than the actor's own
+        log-prob batching allows."""
         dp = max(1, int(self._dp_size()))
-        if not self.micro_batch_size:
-            return dp, {}
-        micro = max(1, min(int(self.micro_batch_size), -(-n // dp)))
-        return dp * micro, {"micro_batch_size_per_gpu": micro}
+        budget = self.max_tokens
+        if not self.micro_batch_size and self.max_token_len_per_gpu:
+            budget = min(budget, int(self.max_token_len_per_gpu))
+        if not self.micro_batch_size and self.remove_padding:
+            # packed rows: verl's dynamic batching packs them up to a hard limit (it refuses one below the longest row)
+            return dp, {"use_dynamic_bsz": True, "max_token_len_per_gpu": max(budget, longest)}
+        # fixed micro batches, also in place of dynamic ones when padding is kept: verl pads each micro-batch to its
+        # longest row and its dynamic limit counts real tokens only, so micro x longest <= budget is the bound
+        micro = min(max(1, budget // longest), -(-n // dp))  # and no larger than a rank's share
+        if self.micro_batch_size:
+            micro = min(micro, int(self.micro_batch_size))
+        return dp * micro, {"use_dynamic_bsz": False, "micro_batch_size_per_gpu": micro}
 
     def metrics(self) -> dict[str, float]:
         """This step's cost and entropy summary; resets the step's counters."""

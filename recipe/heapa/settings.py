@@ -44,16 +44,23 @@ class HiveSettings:
     ``verify``: run the actor's prompt-entropy pass for HIVE's candidates (off = history-only selection).
     ``tail_tokens``: average the next-token entropy over the last N prompt positions only (0 = all positions,
     template tokens included; the last position is the policy's distribution over its first response token).
+    ``probe_max_tokens``: tokens per forward micro-batch per GPU of that pass, which runs beside the awake rollout
+    servers (the memory arithmetic is in ``hive_verify.py``'s docstring).
     """
 
     verify: bool = True
     tail_tokens: int = 0
+    probe_max_tokens: int = 4096
 
     def __post_init__(self) -> None:
         if not isinstance(self.verify, bool):
             raise HeapaConfigError(f"verify must be a bool, got {self.verify!r}")
         if isinstance(self.tail_tokens, bool) or not isinstance(self.tail_tokens, int) or self.tail_tokens < 0:
             raise HeapaConfigError(f"tail_tokens must be an integer >= 0, got {self.tail_tokens!r}")
+        budget = self.probe_max_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise HeapaConfigError(f"probe_max_tokens must be an integer >= 1 (tokens per probe forward micro-batch "
+                                   f"per GPU), got {self.probe_max_tokens!r}")
 
 
 @dataclass

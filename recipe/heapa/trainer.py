@@ -94,11 +94,14 @@ class HeapaTrainer(PPOTrainerSync):
         h = self.heapa
         if h.selection_name == "hive" and h.hive.verify:
             rollout = self.config.actor_rollout_ref.rollout
+            dynamic = bool(rollout.get("log_prob_use_dynamic_bsz", False))
             self.probe = PromptEntropyProbe(
                 self.train_dataset, self.tokenizer, lambda: self.actor_rollout_wg, self._actor_dp_size,
                 temperature=rollout.temperature, prompt_length=rollout.prompt_length, tail_tokens=h.hive.tail_tokens,
-                micro_batch_size=None if rollout.get("log_prob_use_dynamic_bsz", False)
-                else rollout.get("log_prob_micro_batch_size_per_gpu"),
+                micro_batch_size=None if dynamic else rollout.get("log_prob_micro_batch_size_per_gpu"),
+                max_tokens=h.hive.probe_max_tokens,  # its micro-batches run beside awake vLLM (hive_verify.py)
+                max_token_len_per_gpu=rollout.get("log_prob_max_token_len_per_gpu") if dynamic else None,
+                remove_padding=bool(self.config.actor_rollout_ref.model.get("use_remove_padding", False)),
                 chat_template_kwargs=dict(self.config.data.get("apply_chat_template_kwargs") or {}))
         return build_strategy(h.selection_name, **strategy_kwargs(h.selection_name, h.selection_kwargs, h.seed,
                                                                   prompt_entropy=self.probe))
