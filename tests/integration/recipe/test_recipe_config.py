@@ -78,6 +78,24 @@ def test_dapo_preset_matches_the_paper_recipe():
     assert cfg.reward.reward_kwargs.overlong_buffer.enable is True
 
 
+DAPO_PRESETS = [m for m in METHODS if m.endswith("dapo")]
+
+
+@pytest.mark.parametrize("method", DAPO_PRESETS)
+@pytest.mark.parametrize("platform", ["gpu", "cpu"])
+def test_dapo_presets_take_verls_dapo_optimizer_and_dual_clip(method, platform):
+    # verl's recipe/dapo/run_dapo_qwen2.5_32b.sh: weight_decay=0.1, lr_warmup_steps=10, clip_ratio_c=10.0
+    assert DAPO_PRESETS == ["dapo", "heapa_dapo", "ar3po_dapo", "hive_dapo"]
+    actor = _compose(f"method={method}", f"platform={platform}").actor_rollout_ref.actor
+    assert (actor.optim.weight_decay, actor.optim.lr_warmup_steps, actor.clip_ratio_c) == (0.1, 10, 10.0)
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if not m.endswith("dapo")])
+def test_grpo_presets_keep_verls_defaults_for_those_three(method):
+    actor = _compose(f"method={method}").actor_rollout_ref.actor
+    assert (actor.optim.weight_decay, actor.optim.lr_warmup_steps, actor.clip_ratio_c) == (0.01, -1, 3.0)
+
+
 def test_cpu_preset_mirrors_the_cpu_override_list():
     cfg = _compose("platform=cpu")
     for item in CPU_OVERRIDES:
