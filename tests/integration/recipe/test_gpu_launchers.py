@@ -253,3 +253,16 @@ def test_gpu_smoke_runs_compose_and_fit(monkeypatch):
         fit_gpu(cfg, available=in_gpu_set)
         assert check_first_run(cfg) == [], method
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+@pytest.mark.parametrize("method", ["dapo", "heapa_dapo", "grpo"])
+def test_dapo_warm_up_on_gpu_none_in_the_short_cpu_default(method):
+    """The DAPO presets keep verl's DAPO recipe (10 warm-up steps) on GPU; the 40-step CPU default runs every method
+    on GRPO's schedule (no warm-up) so its comparison stays like for like (docs/presets.md)."""
+    gpu = compose_cfg(dry_run(method), method).actor_rollout_ref.actor.optim.lr_warmup_steps
+    assert gpu == (10 if "dapo" in method else -1)
+    cpu_env = dict(os.environ, DRY_RUN="1", FORCE_CPU="1")
+    cpu_env.pop("FORCE_GPU", None)
+    args = subprocess.run(["bash", str(REPO / "scripts" / LAUNCHERS[method][0])], env=cpu_env, capture_output=True,
+                          text=True, check=True, timeout=60).stdout.splitlines()
+    assert compose_cfg(args, method).actor_rollout_ref.actor.optim.lr_warmup_steps == -1
