@@ -94,9 +94,65 @@ def prepare(config: DictConfig):
 
         activate()
         _forward_env(config, {"VERL_PLATFORM": "cpu", **ENV_DEFAULTS})
+    attach_to_running_cluster(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
     return settings
+
+
+# ray.init refuses these when it connects to a running cluster (ray 2.60, ray/_private/worker.py: "When connecting
+# to an existing cluster, num_cpus and num_gpus must not be provided", and so on): the nodes declared their own.
+LOCAL_CLUSTER_ONLY_KEYS = ("num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "_system_config",
+                           "_enable_object_reconstruction", "_node_name")
+# Read inside Ray actors (verl's file logger in the task runner, wandb, the HF hub) and set by the launchers: the
+# workers of a running cluster inherit `ray start`'s environment, not the driver's. Secrets (WANDB_API_KEY,
+# TEACHER_API_KEY, HF_TOKEN) are not forwarded: verl prints ray.init's kwargs; give them to `ray start` instead.
+ATTACH_FORWARDED_ENV = ("VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT", "WANDB_MODE", "WANDB_DIR", "WANDB_SILENT",
+                        "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
+
+
+def running_cluster_address(ray_init) -> str | None:
+    """The address of the running cluster ``ray.init(**ray_init)`` will connect to; None when it starts its own.
+
+    Ray's rules: an address of None or "auto" gives way to ``$RAY_ADDRESS``; "local" starts a new cluster; with
+    neither, ray.init connects to the cluster a ``ray start`` on this machine recorded (``<ray temp>/
+    ray_current_cluster``), if there is one.
+    """
+    address = ray_init.get("address")
+    if address in (None, "auto") and os.environ.get("RAY_ADDRESS"):
+        address = os.environ["RAY_ADDRESS"]
+    if address == "local":
+        return None
+    if address is None:
+        try:
+            from ray._private.utils import read_ray_address  # what ray.init itself reads
+        except ImportError:  # pragma: no cover - a Ray that moved it: ray.init's own error still names the key
+            return None
+        address = read_ray_address(ray_init.get("_temp_dir"))
+    return str(address) if address else None
+
+
+def attach_to_running_cluster(config: DictConfig) -> str | None:
+    """Make ``ray_kwargs.ray_init`` valid for connecting to a running cluster; returns its address (None: local).
+
+    The platform presets size a local cluster (platform=cpu: ``num_cpus``/``num_gpus``), which ray.init refuses
+    when it connects to one: those keys are dropped and the cluster's own resources are used. The launchers'
+    non-secret variables travel in the runtime env (``ATTACH_FORWARDED_ENV``).
+    """
+    ray_init = config.ray_kwargs.get("ray_init")
+    address = running_cluster_address(ray_init or {})
+    if address is None:
+        return None
+    dropped = {}
+    if ray_init is not None:
+        with open_dict(config):
+            dropped = {key: ray_init.pop(key) for key in LOCAL_CLUSTER_ONLY_KEYS if key in ray_init}
+    shown = ", ".join(f"{key}={value}" for key, value in dropped.items()
+                      if value is not None and value is not False and value != {})
+    logger.info("attaching to the running Ray cluster at %s: its own resources are used%s", address,
+                f" (dropped ray_kwargs.ray_init {shown})" if shown else "")
+    _forward_env(config, {key: os.environ[key] for key in ATTACH_FORWARDED_ENV if os.environ.get(key)})
+    return address
 
 
 def _forward_env(config: DictConfig, values: dict[str, str]) -> None:
