@@ -94,6 +94,10 @@ def prepare(config: DictConfig):
 
         activate()
         _forward_env(config, {"VERL_PLATFORM": "cpu", **ENV_DEFAULTS})
+    else:
+        from recipe.heapa.gpu_fit import fit_gpu
+
+        fit_gpu(config)  # attention that is installed, vLLM sized for prompt + response (gpu_fit.py)
     attach_to_running_cluster(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
