@@ -33,13 +33,14 @@ have_gpu() {
 
 if ! have_gpu; then
   ASSETS_PROFILE="${ASSETS_PROFILE:-learn}"  # verl_ext.cpu.assets profile: learn (this default) or tiny (tests)
+  CPU_LOGGERS="${LOGGERS:-[console,file,wandb]}"
   ASSETS="$(expand_home "${VERL_EXT_ASSETS:-$ROOT/.assets/$ASSETS_PROFILE}")"
   OUT="$(absolute "$(expand_home "${OUT_DIR:-$ROOT/outputs/$EXP_NAME}")")"
   ARGS=(
     method="$METHOD" platform=cpu
     data.train_files="$ASSETS/data/train.parquet" data.val_files="$ASSETS/data/val.parquet"
     data.train_max_samples="${TRAIN_MAX_SAMPLES:--1}" data.val_max_samples="${VAL_MAX_SAMPLES:-512}"
-    data.train_batch_size=16 data.val_batch_size=512 data.max_prompt_length=64 data.max_response_length=16
+    data.train_batch_size=16 data.max_prompt_length=64 data.max_response_length=16
     actor_rollout_ref.model.path="$ASSETS/model"
     actor_rollout_ref.actor.optim.lr=5e-4
     actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32
@@ -49,10 +50,13 @@ if ! have_gpu; then
     # would hide what the policy actually does when it answers
     actor_rollout_ref.rollout.val_kwargs.do_sample=True actor_rollout_ref.rollout.val_kwargs.temperature=1.0
     reward.reward_kwargs.overlong_buffer.len=4
-    "trainer.logger=[console,file]" trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME"
+    # wandb offline into $OUT/wandb (WANDB_DIR below): `python -m verl_ext.compare $OUT/wandb` reads it, `wandb sync`
+    # uploads it
+    "trainer.logger=$CPU_LOGGERS" trainer.project_name="$PROJECT" trainer.experiment_name="$EXP_NAME"
     trainer.total_training_steps="${STEPS:-40}" trainer.save_freq=20 trainer.test_freq="${TEST_FREQ:-10}"
     trainer.val_before_train=True trainer.default_local_dir="$OUT/ckpt" trainer.resume_mode="${RESUME_MODE:-auto}"
     heapa.teacher.backend=programmatic  # the arithmetic task's exact checker; no teacher server needed
+    heapa.rows.duplicates=allow  # small-number arithmetic repeats prompts by construction: each copy is a record
   )
   if [[ "$METHOD" == heapa_* ]]; then  # the tiny model writes variants in its warm-start format; checked exactly
     ARGS+=(heapa.augmentation.prompt_preset=tiny heapa.teacher.concurrency=2
@@ -64,7 +68,11 @@ if ! have_gpu; then
        "CPU backend, ${STEPS:-40} steps) for method=$METHOD. Set MODEL_PATH/TRAIN_FILE on a GPU machine." >&2
   "$PYTHON" -m verl_ext.cpu.assets --profile "$ASSETS_PROFILE" --out "$ASSETS" >&2
   mkdir -p "$OUT"
-  export WANDB_MODE="${WANDB_MODE:-offline}" HF_HUB_OFFLINE=1 VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$OUT/metrics.jsonl}"
+  # VERL_PLATFORM from the start: the driver's first platform lookup then finds the CPU (no fallback warnings)
+  export WANDB_MODE="${WANDB_MODE:-offline}" WANDB_DIR="${WANDB_DIR:-$OUT}" WANDB_SILENT="${WANDB_SILENT:-true}" \
+         HF_HUB_OFFLINE=1 VERL_PLATFORM=cpu VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$OUT/metrics.jsonl}"
+  [[ "$CPU_LOGGERS" != *wandb* ]] ||
+    echo "[verl-heapa] metrics also go to wandb ($WANDB_MODE) under $WANDB_DIR/wandb; verl_ext.compare reads it" >&2
   exec timeout "${TIMEOUT_S:-1800}" "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"
 fi
 

@@ -7,7 +7,8 @@ logged twice keeps the later value). Non-numeric values (verl's DAPO value->coun
 Sources (``load_runs``): a ``.jsonl`` file; a folder with ``metrics*.jsonl`` (the CPU launcher writes
 ``outputs/<exp>/metrics.jsonl`` and moves a resumed run's earlier log to ``metrics.attempt-<k>.jsonl``; all are
 merged, oldest first); a wandb
-offline folder (``offline-run-*`` with a ``run-*.wandb`` file, or a ``wandb/`` folder holding several);
+offline folder (``offline-run-*`` with a ``run-*.wandb`` file, or a ``wandb/`` folder holding several: the CPU
+launcher writes ``outputs/<exp>/wandb``; runs of one name there are a resumed run's attempts and merge, oldest first);
 ``wandb:<entity>/<project>/<run_id>`` through the wandb API (network and a login needed).
 A step logged by two attempts of a resumed run (the steps after its last checkpoint are trained again) is taken
 from the later attempt.
@@ -46,6 +47,7 @@ class Run:
     steps: dict[int, dict[str, float]] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     skipped_values: int = 0  # non-numeric values left out
+    started_us: int | None = None  # wandb runs: start time (orders the attempts of a resumed run)
 
     def sorted_steps(self) -> list[int]:
         return sorted(self.steps)
@@ -148,10 +150,37 @@ def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:
         return [read_file_logger(files, _named(name, path.name, str(path), pattern))]
     wandb_files = wandb_offline.find_run_files(path)
     if wandb_files:
-        if name and len(wandb_files) > 1:
-            raise RunError(f"{source}: NAME= given but the folder holds {len(wandb_files)} wandb runs")
-        return [wandb_offline.read_run(f, name, pattern) for f in wandb_files]
+        runs = merge_attempts([wandb_offline.read_run(f, None, pattern) for f in wandb_files])
+        if name:
+            if len(runs) > 1:
+                raise RunError(f"{source}: NAME= given but the folder holds {len(runs)} wandb runs "
+                               f"({', '.join(r.name for r in runs)})")
+            runs[0].name = name
+            runs[0].method, runs[0].seed = method_and_seed(name, pattern)
+        return runs
     raise RunError(f"{source}: no metrics*.jsonl (verl file logger) and no wandb run-*.wandb file found")
+
+
+def merge_attempts(runs: list[Run]) -> list[Run]:
+    """Runs of one name become one run: the attempts of a resumed run (verl starts a new wandb run each time).
+
+    Attempts are taken oldest first (by their recorded start time, else in the given order: offline folders are
+    named by start time); a step a later attempt logs again is taken from it whole, as for the file logger's
+    ``metrics.attempt-<k>.jsonl``.
+    """
+    merged: dict[str, Run] = {}
+    order = sorted(range(len(runs)), key=lambda i: (runs[i].started_us is None, runs[i].started_us or 0, i))
+    for run in (runs[i] for i in order):
+        kept = merged.get(run.name)
+        if kept is None:
+            merged[run.name] = run
+            continue
+        kept.steps.update(run.steps)
+        kept.config = run.config or kept.config
+        kept.skipped_values += run.skipped_values
+        kept.source = f"{kept.source}; {run.source}"
+        logger.info("wandb run %s continues in %s (a resumed attempt): merged", run.name, run.source)
+    return list(merged.values())
 
 
 def read_wandb_api(path: str, name: str | None, pattern: re.Pattern[str]) -> Run:

@@ -81,10 +81,10 @@ def _key(item: Any) -> str:
 
 
 def read_records(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(run info {name, id, project, tags, config}, history rows) of one offline run file."""
+    """(run info {name, id, project, tags, config, start_us}, history rows) of one offline run file."""
     from wandb.proto import wandb_internal_pb2 as pb
 
-    info: dict[str, Any] = {"name": None, "id": None, "project": None, "tags": [], "config": {}}
+    info: dict[str, Any] = {"name": None, "id": None, "project": None, "tags": [], "config": {}, "start_us": None}
     rows: list[dict[str, Any]] = []
     for raw in iter_records(path):
         record = pb.Record()
@@ -92,7 +92,9 @@ def read_records(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             info.update(name=record.run.display_name or None, id=record.run.run_id or None,
-                        project=record.run.project or None, tags=list(record.run.tags))
+                        project=record.run.project or None, tags=list(record.run.tags),
+                        start_us=record.run.start_time.ToMicroseconds() if record.run.HasField("start_time")
+                        else None)
             info["config"].update({_key(i): _value(i.value_json) for i in record.run.config.update})
         elif kind == "config":
             info["config"].update({_key(i): _value(i.value_json) for i in record.config.update})
@@ -111,7 +113,7 @@ def read_run(path: Path, name: str | None, pattern: re.Pattern[str]) -> Any:
     info, rows = read_records(path)
     run_name = name or info["name"] or info["id"] or path.stem
     method, seed = method_and_seed(run_name, pattern)
-    run = Run(run_name, method, seed, str(path), config=info["config"])
+    run = Run(run_name, method, seed, str(path), config=info["config"], started_us=info["start_us"])
     apply_wandb_labels(run, info["tags"], info["config"], explicit_name=name is not None)
     for row in rows:
         step = row.get("_step")

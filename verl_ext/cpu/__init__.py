@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 
+from verl_ext.cpu import console
+
 logger = logging.getLogger(__name__)
 
 ENV_DEFAULTS = {
@@ -17,6 +19,8 @@ ENV_DEFAULTS = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    # thread counts that match the cores, verl's INFO chatter and progress refreshes off the console (console.py)
+    **console.env_defaults(),
 }
 _registered = False
 
@@ -44,6 +48,8 @@ def register() -> None:
     global _registered
     if _registered:
         return
+    if cpu_selected():  # before the imports below pull in verl's engine package (its warnings fire on import)
+        console.quiet_warnings()
     from verl.workers.rollout import base as rollout_base
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
@@ -66,8 +72,10 @@ def activate() -> None:
     os.environ["VERL_PLATFORM"] = "cpu"
     for key, value in ENV_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    console.quiet_warnings()
+    console.install_tracking_hook()  # one readable line per validation where verl's Tracking prints to console
     import torch.distributed as dist
 
     if not getattr(dist.init_process_group, "_verl_ext_dedupe", False):
         dist.init_process_group = _dedupe_backend(dist.init_process_group)
-        logger.info("verl_ext: CPU platform selected (VERL_PLATFORM=cpu)")
+        logger.debug("verl_ext: CPU platform selected (VERL_PLATFORM=cpu)")  # every Ray worker does this

@@ -80,7 +80,7 @@ class HFServer:
             eos = self.tokenizer.eos_token_id
         self.eos_ids = eos if isinstance(eos, list) else [eos]
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
-        logger.info("HFServer loaded %s (%d params)", model_path, sum(p.numel() for p in self.model.parameters()))
+        logger.debug("HFServer loaded %s (%d params)", model_path, sum(p.numel() for p in self.model.parameters()))
 
     def _max_new_tokens(self, prompt_len: int, sampling_params: dict[str, Any]) -> int:
         requested = sampling_params.get("max_tokens", sampling_params.get("max_new_tokens"))

@@ -86,3 +86,10 @@ def test_tilde_paths_are_expanded_even_inside_quoted_lists(tmp_path):
 
 def test_gpu_runs_also_write_metrics_to_a_file():
     assert "trainer.logger=[console,wandb,file]" in _dry_run(SCRIPTS["grpo"], "gpu")
+
+
+def test_cpu_runs_log_to_the_console_a_file_and_offline_wandb():
+    args = _dry_run(SCRIPTS["grpo"], "cpu")
+    assert "trainer.logger=[console,file,wandb]" in args  # WANDB_DIR=<OUT>: outputs/<exp>/wandb, WANDB_MODE=offline
+    assert "trainer.logger=[console,file]" in _dry_run(SCRIPTS["grpo"], "cpu", env={"LOGGERS": "[console,file]"})
+    assert not any(a.startswith("data.val_batch_size=") for a in args)  # deprecated in verl 0.9.1: a notice per run
