@@ -43,6 +43,9 @@ if ! have_gpu; then
     data.train_batch_size=16 data.max_prompt_length=64 data.max_response_length=16
     actor_rollout_ref.model.path="$ASSETS/model"
     actor_rollout_ref.actor.optim.lr=5e-4
+    # no LR warm-up for any method (the DAPO presets' 10 steps are a quarter of this run): every method learns on
+    # GRPO's schedule, so the CPU comparison stays comparable and reproducible (docs/presets.md)
+    actor_rollout_ref.actor.optim.lr_warmup_steps=-1
     actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32
     actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32

@@ -40,7 +40,10 @@ class HeapaTaskRunner:
         configure_logging()
         config.transfer_queue.enable = True
         OmegaConf.resolve(config)
-        logger.info("heapa config:\n%s", pformat(OmegaConf.to_container(config.heapa)))
+        h = config.heapa  # the whole block at DEBUG (VERL_EXT_LOG_LEVEL=DEBUG): ~90 lines a console need not show
+        logger.info("heapa: method %s, selection %s, platform %s, seed %s", h.method, h.selection.name, h.platform,
+                    h.seed)
+        logger.debug("heapa config:\n%s", pformat(OmegaConf.to_container(h)))
         prepare_run_files(config)  # before the trainer opens them; logs what it kept
         tq.init(config.transfer_queue)
         trainer = None
