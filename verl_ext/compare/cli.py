@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from verl_ext.compare import runs as runs_mod
+from verl_ext.compare.intervals import against_baseline, markdown_against_baseline, reading
 from verl_ext.compare.summary import (default_budget, group_by_method, markdown, method_stats, summarize_run)
 
 logger = logging.getLogger("verl_ext.compare")
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for runs without feedback/* metrics (plain verl): train_batch_size x rollout.n")
     p.add_argument("--name-regex", default=runs_mod.NAME_RE.pattern,
                    help="regex with named groups 'method' (and 'seed') applied to run names")
+    p.add_argument("--baseline", default="auto",
+                   help="method every other is compared with, paired by seed with bootstrap intervals "
+                        "('auto' = grpo when present; 'none' to leave it out)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib needed)")
     return p
 
@@ -65,6 +69,26 @@ def resolve_target(text: str, summaries) -> float | None:
     for s in summaries:
         finals.setdefault(s.method, []).append(s.val_final)
     return min(sum(v) / len(v) for v in finals.values())
+
+
+def resolve_baseline(text: str, stats: dict) -> str | None:
+    if text == "none":
+        return None
+    if text == "auto":
+        return "grpo" if "grpo" in stats and len(stats) > 1 else None
+    if text not in stats:
+        raise SystemExit(f"--baseline {text!r}: no runs of that method (methods: {sorted(stats)})")
+    return text
+
+
+def interval_row_dict(row: dict) -> dict:
+    """An ``against_baseline`` row as JSON: each interval as {mean, low, high, n}, plus the reading in words."""
+    def iv(x):
+        return {"mean": x.mean, "low": x.low, "high": x.high, "n": x.n, "level": x.level}
+
+    return {"method": row["method"], "baseline": row["baseline"], "final": iv(row["final"]),
+            "at_budget": {str(int(b)): iv(x) for b, x in row["at_budget"].items()},
+            "rollouts_to_target_log_ratio": iv(row["rollouts_to_target"]), "reading": reading(row)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,10 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     table = markdown(stats, budgets, target)
+    baseline = resolve_baseline(args.baseline, stats)
+    rows = against_baseline(summaries, baseline, budgets) if baseline else []
+    if rows:
+        table += "\n" + markdown_against_baseline(rows, budgets)
     (out / "table.md").write_text(table, encoding="utf-8")
     summary = {"budgets": budgets, "target": target, "val_source": args.val_source or "mean over data sources",
                "methods": stats, "runs": [s.as_dict() for s in summaries],
-               "sources": {r.name: r.source for r in runs}}
+               "sources": {r.name: r.source for r in runs},
+               "against_baseline": [interval_row_dict(r) for r in rows]}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     if not args.no_plots:
         from verl_ext.compare.plots import plot_all

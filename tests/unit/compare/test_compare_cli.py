@@ -37,6 +37,13 @@ def test_two_methods_three_seeds(tmp_path, make_run_dir, capsys):
     assert lines[2].startswith("| heapa_dapo | 3 | ") and "128 ± 0 (1/3)" in lines[3]
     for png in ("val_vs_step.png", "val_vs_rollouts.png", "zero_signal.png", "pool.png"):
         assert (out / png).stat().st_size > 5000
+    # against grpo (the automatic baseline), paired by seed: at 128 rollouts heapa (mid-way between validations)
+    # is 2.0-4.1 points behind grpo (already at its final validation) on every seed
+    [row] = summary["against_baseline"]
+    assert row["method"] == "heapa_dapo" and row["baseline"] == "grpo" and row["at_budget"]["128"]["n"] == 3
+    assert -0.045 < row["at_budget"]["128"]["low"] <= row["at_budget"]["128"]["mean"] < -0.015
+    assert row["at_budget"]["128"]["high"] < 0 and "accuracy at 128 rollouts: lower" in row["reading"]
+    assert "| heapa_dapo | grpo | 3 |" in table and "percentile bootstrap" in table
 
 
 def test_auto_target_budgets_and_estimated_flag(tmp_path, make_run_dir):
@@ -57,6 +64,8 @@ def test_bad_arguments(tmp_path, make_run_dir):
     a = make_run_dir("grpo_s0")
     with pytest.raises(SystemExit, match="unique"):
         main([str(a), f"grpo_s0={a}", "--out", str(tmp_path / "o"), "--no-plots"])
+    with pytest.raises(SystemExit, match="--baseline 'dapo'"):
+        main([str(a), "--out", str(tmp_path / "o"), "--no-plots", "--baseline", "dapo"])
     with pytest.raises(SystemExit, match="--target"):
         main([str(a), "--out", str(tmp_path / "o"), "--target", "40", "--no-plots"])
     with pytest.raises(SystemExit, match="--budgets"):

@@ -1,0 +1,63 @@
+"""Paired bootstrap intervals of method - baseline, and the words they allow."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ext.compare.intervals import (against_baseline, markdown_against_baseline, paired, paired_bootstrap,
+                                        paired_log_ratio, reading)
+
+
+def run(method, seed, final, at=None, to_target=None):
+    return SimpleNamespace(method=method, seed=str(seed), val_final=final, val_at_budget=at or {},
+                           rollouts_to_target=to_target)
+
+
+@given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=2, max_size=12))
+@settings(max_examples=60, deadline=None)
+def test_interval_brackets_the_mean_and_lies_within_the_data(diffs):
+    iv = paired_bootstrap(diffs, resamples=500)
+    assert min(diffs) - 1e-12 <= iv.low <= iv.mean + 1e-12 <= iv.high + 2e-12 <= max(diffs) + 3e-12
+    assert iv.n == len(diffs)
+
+
+def test_seeded_and_reproducible():
+    assert paired_bootstrap([0.1, -0.05, 0.02, 0.04]) == paired_bootstrap([0.1, -0.05, 0.02, 0.04])
+
+
+def test_words_follow_the_interval():
+    assert paired_bootstrap([0.02, 0.03, 0.025, 0.04]).words("higher", "lower") == "higher"
+    assert paired_bootstrap([-0.02, -0.03, -0.025]).words("higher", "lower") == "lower"
+    assert "no difference shown" in paired_bootstrap([0.03, -0.02, 0.01, -0.01]).words("higher", "lower")
+    assert paired_bootstrap([0.5]).words("higher", "lower") == "one seed: no interval"
+
+
+def test_pairs_only_shared_seeds_and_skips_missing_values():
+    assert paired({"0": 0.3, "1": 0.2, "2": None}, {"0": 0.25, "1": 0.3, "3": 0.1}) == pytest.approx([0.05, -0.1])
+    assert paired_log_ratio({"0": 700, "1": None}, {"0": 1000, "1": 900}) == pytest.approx([math.log(0.7)])
+
+
+def test_table_against_baseline():
+    runs = [run("grpo", s, 0.25 + 0.01 * s, {1280.0: 0.20}, 3000) for s in range(4)]
+    runs += [run("heapa_grpo", s, 0.25 + 0.01 * s + d, {1280.0: 0.23 + d}, 2100 + 30 * s)
+             for s, d in zip(range(4), (0.01, -0.012, 0.004, -0.002))]
+    rows = against_baseline(runs, "grpo", [1280.0], resamples=2000)
+    assert [r["method"] for r in rows] == ["heapa_grpo"]
+    row = rows[0]
+    assert row["at_budget"][1280.0].low > 0 and row["rollouts_to_target"].high < 0
+    assert row["final"].contains_zero()
+    text = reading(row)
+    assert "accuracy at 1,280 rollouts: higher" in text and "rollouts to target: fewer" in text
+    assert "final accuracy: no difference shown" in text
+    table = markdown_against_baseline(rows, [1280.0])
+    assert "| heapa_grpo | grpo | 4 |" in table and "x [" in table
+
+
+def test_unknown_baseline_is_an_error():
+    with pytest.raises(ValueError, match="baseline 'dapo'"):
+        against_baseline([run("grpo", 0, 0.2)], "dapo", [])

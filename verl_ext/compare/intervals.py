@@ -1,0 +1,139 @@
+"""Method against baseline, paired by seed, with bootstrap intervals, and the sentence each interval supports.
+
+Runs of two methods that share a seed share their data order and initial policy, so the comparison is made per
+seed (method minus baseline) and the seeds are resampled with replacement: a percentile interval of the mean
+paired difference. Three seeds give a coarse interval; the words say "no difference shown" whenever it contains
+zero, and nothing stronger is ever written. Pure Python + numpy; seeded, so a table regenerates identically.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 10_000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean of the paired differences over ``n`` seeds and its bootstrap interval at ``level``."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    level: float = 0.95
+
+    def contains_zero(self) -> bool:
+        return self.low <= 0.0 <= self.high
+
+    def words(self, better: str, worse: str) -> str:
+        """``better`` when the whole interval lies above zero, ``worse`` below, else 'no difference shown'."""
+        if self.n < 2:
+            return "one seed: no interval"
+        if self.contains_zero():
+            return "no difference shown (interval contains 0)"
+        return better if self.low > 0 else worse
+
+
+def paired_bootstrap(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, level: float = 0.95,
+                     seed: int = 0) -> Interval:
+    """Percentile bootstrap of the mean of ``diffs`` (one per seed)."""
+    values = np.asarray([d for d in diffs if d is not None and not math.isnan(d)], dtype=np.float64)
+    if values.size == 0:
+        return Interval(math.nan, math.nan, math.nan, 0, level)
+    mean = float(values.mean())
+    if values.size == 1:
+        return Interval(mean, mean, mean, 1, level)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, values.size, size=(resamples, values.size))
+    means = values[picks].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return Interval(mean, float(low), float(high), int(values.size), level)
+
+
+def paired(method: Mapping[str, float | None], baseline: Mapping[str, float | None]) -> list[float]:
+    """method[seed] - baseline[seed] for the seeds both have a value for."""
+    return [float(method[s]) - float(baseline[s]) for s in sorted(set(method) & set(baseline))
+            if method[s] is not None and baseline[s] is not None]
+
+
+def paired_log_ratio(method: Mapping[str, float | None], baseline: Mapping[str, float | None]) -> list[float]:
+    """log(method / baseline) per shared seed: rollouts to a target compare as a ratio (0.7x = 30 % fewer)."""
+    return [math.log(float(method[s]) / float(baseline[s])) for s in sorted(set(method) & set(baseline))
+            if method[s] and baseline[s]]
+
+
+def fmt_points(iv: Interval, scale: float = 100.0) -> str:
+    """An accuracy difference in points: '+1.2 [-0.4, +2.9]'."""
+    if iv.n == 0:
+        return "n/a"
+    return f"{iv.mean * scale:+.1f} [{iv.low * scale:+.1f}, {iv.high * scale:+.1f}]"
+
+
+def fmt_ratio(iv: Interval) -> str:
+    """A log-ratio interval shown as a ratio: '0.71x [0.55x, 0.93x]'."""
+    if iv.n == 0:
+        return "n/a"
+    return f"{math.exp(iv.mean):.2f}x [{math.exp(iv.low):.2f}x, {math.exp(iv.high):.2f}x]"
+
+
+def _by_seed(summaries, method: str, value) -> dict[str, float | None]:
+    return {s.seed: value(s) for s in summaries if s.method == method and s.seed is not None}
+
+
+def against_baseline(summaries: Sequence, baseline: str, budgets: Sequence[float],
+                     resamples: int = DEFAULT_RESAMPLES) -> list[dict]:
+    """One row per other method: paired intervals of the accuracy difference at each budget and at the end, and of
+    the rollouts-to-target ratio (``RunSummary``s with ``method``, ``seed``, ``val_at_budget``, ``val_final``,
+    ``rollouts_to_target``)."""
+    methods = sorted({s.method for s in summaries} - {baseline})
+    if baseline not in {s.method for s in summaries}:
+        raise ValueError(f"baseline {baseline!r} is not among the runs' methods {sorted({s.method for s in summaries})}")
+    rows = []
+    for method in methods:
+        row = {"method": method, "baseline": baseline, "at_budget": {}}
+        for b in budgets:
+            get = lambda s, b=float(b): s.val_at_budget.get(b)  # noqa: E731 - one line per metric
+            row["at_budget"][float(b)] = paired_bootstrap(
+                paired(_by_seed(summaries, method, get), _by_seed(summaries, baseline, get)), resamples)
+        final = lambda s: s.val_final  # noqa: E731
+        row["final"] = paired_bootstrap(paired(_by_seed(summaries, method, final),
+                                               _by_seed(summaries, baseline, final)), resamples)
+        to_target = lambda s: s.rollouts_to_target  # noqa: E731
+        row["rollouts_to_target"] = paired_bootstrap(paired_log_ratio(
+            _by_seed(summaries, method, to_target), _by_seed(summaries, baseline, to_target)), resamples)
+        rows.append(row)
+    return rows
+
+
+def reading(row: dict) -> str:
+    """What the intervals of one row support, in words (nothing beyond them)."""
+    parts = []
+    if row["at_budget"]:
+        budget, iv = max(row["at_budget"].items())
+        parts.append(f"accuracy at {budget:,.0f} rollouts: " + iv.words("higher", "lower"))
+    parts.append("final accuracy: " + row["final"].words("higher", "lower"))
+    parts.append("rollouts to target: " + row["rollouts_to_target"].words("more", "fewer"))
+    return "; ".join(parts)
+
+
+def markdown_against_baseline(rows: Sequence[dict], budgets: Sequence[float]) -> str:
+    """Differences in accuracy points (method - baseline) and the rollouts ratio, each with its 95 % interval."""
+    if not rows:
+        return ""
+    head = (["method", "vs", "seeds"] + [f"Δ acc @ {b:,.0f}" for b in budgets]
+            + ["Δ final acc", "rollouts to target (ratio)", "reading"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        n = max([row["final"].n] + [iv.n for iv in row["at_budget"].values()])
+        cells = [row["method"], row["baseline"], str(n)]
+        cells += [fmt_points(row["at_budget"][float(b)]) for b in budgets]
+        cells += [fmt_points(row["final"]), fmt_ratio(row["rollouts_to_target"]), reading(row)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\nDifferences in accuracy points, method minus baseline, paired by seed; [95 % " \
+                               "percentile bootstrap interval over seeds]. A ratio below 1 means fewer rollouts.\n"
