@@ -100,7 +100,8 @@ class PoolCapacityMixin:
 
     def _evict(self, rid: int, reason: str) -> None:
         """Forget a record that has already left its structure; count it and report it to ``drain_evicted``."""
-        del self._records[rid]
+        if self._records.pop(rid).stat is not None:
+            self._measured -= 1
         self._counters["evicted_" + reason] += 1
         if self.config.track_changes:
             self._evicted_pending.append(rid)

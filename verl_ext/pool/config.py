@@ -18,6 +18,7 @@ SAMPLING_MODES = ("medium_only", "mixed")
 BOUNDARIES = ("target", "median")
 EVICTIONS = ("farthest", "paper")
 REINSERT_TRIGGERS = ("below_batch", "always", "never")
+EXPLORATIONS = ("adaptive", "fixed")
 
 
 def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
@@ -72,8 +73,18 @@ class PoolConfig:
     - ``low_fraction``: rank share below the split for ``median`` (0.5 = the median).
     - ``sampling_mode``: ``medium_only`` (frontier only) or ``mixed`` (part of each batch from the easiest).
     - ``mixed_easy_fraction``: in ``mixed`` mode, the share of the scored part of a batch taken from the easiest.
-    - ``cold_fraction``: at most this share of a batch comes from the cold (never measured) queue while scored
-      records can fill the rest (1 = the paper's cold-first pass).
+    - ``cold_fraction``: the share of a batch from the cold (never measured) queue while scored records can fill
+      the rest: the fixed share (``exploration: fixed``) or the floor of the adaptive one (1 = the paper's
+      cold-first pass under either rule).
+    - ``exploration``: ``adaptive`` (the cold share grows while the frontier set is thin:
+      ``clip(1 - F / (frontier_batches * k), cold_fraction, 1)``, ``exploration.py``) or ``fixed``
+      (``cold_fraction``).
+    - ``frontier_band``: the frontier set ``F`` = measured seeds within this distance of ``target_pass_rate``
+      (also the band of the ``pool/frontier_size`` metric).
+    - ``frontier_batches``: ``adaptive`` falls to the floor once ``F`` holds this many batches of records.
+    - ``max_window_visits``: a frontier pick trained this many times in the last ``metrics_window`` steps yields
+      its seat to a cold record while any is left (``None`` = no bound).
+    - ``metrics_window``: steps over which ``pool/window_*`` count distinct trained records and their visits.
     - ``max_child_fraction``: at most this share of a batch may be augmented children (1 = no cap).
     - ``child_distance_penalty``: ``target`` ranks a child as if its estimate were this much farther from the
       target than it is (a seed's estimate was measured; a child's may belong to an unsolvable problem);
@@ -99,6 +110,11 @@ class PoolConfig:
     sampling_mode: str = "medium_only"
     mixed_easy_fraction: float = 0.5
     cold_fraction: float = 0.25
+    exploration: str = "fixed"
+    frontier_band: float = 0.25
+    frontier_batches: float = 4.0
+    max_window_visits: int | None = None
+    metrics_window: int = 10
     max_child_fraction: float = 0.5
     child_distance_penalty: float | None = None
     child_prior_strength: float | None = 2.0
@@ -126,6 +142,14 @@ class PoolConfig:
             raise ConfigError(f"sampling_mode must be one of {SAMPLING_MODES}, got {self.sampling_mode!r}")
         _check_fraction("mixed_easy_fraction", self.mixed_easy_fraction)
         _check_fraction("cold_fraction", self.cold_fraction)
+        if self.exploration not in EXPLORATIONS:
+            raise ConfigError(f"exploration must be one of {EXPLORATIONS}, got {self.exploration!r}")
+        _check_fraction("frontier_band", self.frontier_band)
+        if isinstance(self.frontier_batches, bool) or not isinstance(self.frontier_batches, (int, float)) \
+                or not 0.0 <= self.frontier_batches <= 1e6:
+            raise ConfigError(f"frontier_batches must be a number in [0, 1e6], got {self.frontier_batches!r}")
+        _check_int("max_window_visits", self.max_window_visits, 1, allow_none=True)
+        _check_int("metrics_window", self.metrics_window, 1)
         _check_fraction("max_child_fraction", self.max_child_fraction)
         if self.child_distance_penalty is not None:
             _check_fraction("child_distance_penalty", self.child_distance_penalty)

@@ -37,6 +37,7 @@ from verl_ext.pool.errors import RecordStateError, UnknownRecordError
 from verl_ext.pool.calibration import ChildCalibration
 from verl_ext.pool.capacity import PoolCapacityMixin
 from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
+from verl_ext.pool.exploration import SelectionWindow, adaptive_cold_share, frontier_size
 from verl_ext.pool.feedback import FeedbackSummary
 from verl_ext.pool.heap import IndexedHeap
 from verl_ext.pool.ingest import PoolIngestMixin
@@ -47,7 +48,8 @@ logger = logging.getLogger(__name__)
 
 COUNTERS = (
     "added_seed", "added_child", "added_child_unscored", "rejected_full",
-    "sampled_cold", "sampled_boundary", "sampled_extreme", "sampled_children", "child_cap_hits", "taken",
+    "sampled_cold", "revisit_cap_swaps", "sampled_boundary", "sampled_extreme", "sampled_children", "child_cap_hits",
+    "taken",
     "released", "fed_back", "reinserted", "evicted_capacity_hard", "evicted_capacity_easy",
     "evicted_capacity_child", "evicted_capacity_seed", "evicted_archive_full", "evicted_retired_solved",
     "evicted_retired_visits", "feed_dropped_evicted",
@@ -78,19 +80,25 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
         self._evicted_pending: list[int] = []
         self._changed_pending: dict[int, None] = {}
         self.child_calibration = ChildCalibration()
+        self._window = SelectionWindow(self.config.metrics_window)
+        self._measured = 0  # held records with a measured value (for pool/measured_share)
+        self._last_cold = (0.0, 0.0)  # (the rule's cold share, the share drawn) of the last sample
 
     # ------------------------------------------------------------------ handing out and taking back
     def sample(self, k: int, step: int) -> list[int]:
         """Boundary sampling of up to ``k`` ids; they are in flight afterwards. O(k + buckets).
 
-        Cold records first (at most ``cold_fraction`` of the batch while scored records can fill the rest); then,
-        in ``mixed`` mode, a share from the easiest; the rest from the frontier
-        (``boundary``: ``target`` or ``median``, see ``frontier.py``), with at most ``max_child_fraction`` of the
-        batch augmented. Returns fewer than ``k`` only if the pool has fewer.
+        Cold records first (the share ``cold_share(k)``: ``cold_fraction``, or the adaptive rule of
+        ``exploration.py``, while scored records can fill the rest; ``max_window_visits`` may swap frontier picks
+        for more); then, in ``mixed`` mode, a share from the easiest; the rest from the frontier (``boundary``:
+        ``target`` or ``median``, see ``frontier.py``), with at most ``max_child_fraction`` of the batch augmented.
+        Returns fewer than ``k`` only if the pool has fewer.
         """
         k = check_count(k, "k")
-        n_cold = min(len(self._cold), max(math.ceil(self.config.cold_fraction * k), k - len(self._scored)))
+        share = self.cold_share(k)
+        n_cold = min(len(self._cold), max(math.ceil(share * k), k - len(self._scored)))
         out = [self._cold.pop()[0] for _ in range(n_cold)]
+        self._last_cold = (share, n_cold / k if k else 0.0)
         self._counters["sampled_cold"] += len(out)
         need = min(k - len(out), len(self._scored))
         n_extreme = int(need * self.config.mixed_easy_fraction) if self.config.sampling_mode == "mixed" else 0
@@ -98,13 +106,44 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
         self._remove_scored(extreme)
         rest = need - n_extreme
         picked = self._frontier_draw(rest, self._child_budget(k, out + extreme)) if rest else []
+        picked, fresh = self._cap_revisits(picked)
         self._counters["sampled_extreme"] += n_extreme
         self._counters["sampled_boundary"] += len(picked)
+        self._counters["sampled_cold"] += len(fresh)
+        self._counters["revisit_cap_swaps"] += len(fresh)
+        out.extend(fresh)
+        self._last_cold = (share, (n_cold + len(fresh)) / k if k else 0.0)
         out.extend(extreme)
         out.extend(picked)
         self._counters["sampled_children"] += sum(1 for rid in out if self._records[rid].origin == AUGMENTED)
         self._set_in_flight(out, step)
         return out
+
+    def _cap_revisits(self, picked: list[int]) -> tuple[list[int], list[int]]:
+        """``max_window_visits``: frontier picks trained that many times in the window go back to the buckets and
+        their seats to cold records (while there are any). Returns ``(kept picks, cold replacements)``."""
+        limit = self.config.max_window_visits
+        if limit is None or not self._cold or not picked:
+            return picked, []
+        saturated = self._window.saturated(limit)
+        drop = [rid for rid in picked if rid in saturated][:len(self._cold)]
+        if not drop:
+            return picked, []
+        for rid in drop:
+            self._scored.insert(rid, self.ranking_value(rid), self._group(rid))
+        dropped = set(drop)
+        return [rid for rid in picked if rid not in dropped], [self._cold.pop()[0] for _ in drop]
+
+    def cold_share(self, k: int) -> float:
+        """The share of a batch of ``k`` the cold queue may take now (``exploration``; see ``exploration.py``)."""
+        cfg = self.config
+        if cfg.exploration == "fixed" or not self._cold:
+            return cfg.cold_fraction
+        return adaptive_cold_share(self.frontier_size(), k, cfg.frontier_batches, cfg.cold_fraction)
+
+    def frontier_size(self) -> int:
+        """Pooled seeds whose ranking value lies within ``frontier_band`` of ``target_pass_rate``. O(band)."""
+        return frontier_size(self._scored, self.config.target_pass_rate, self.config.frontier_band)
 
     def _child_budget(self, k: int, chosen: list[int]) -> int | None:
         """How many more augmented records this batch may take (``None`` = no cap)."""
@@ -209,6 +248,8 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
         for rid, passes, n in groups:
             rec = self._records[rid]
             estimate = self.ranking_value(rid)
+            if rec.stat is None:
+                self._measured += 1
             if self.estimator.value(rec) is None and estimate is not None:
                 prior_errors.append(estimate - passes / n)
                 if rec.origin == AUGMENTED and rec.prior is not None:
@@ -224,6 +265,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
             self._archive[rid] = None
             self._mark_changed(rid)
         self._counters["fed_back"] += len(groups)
+        self._window.add(step, [rid for rid, _, _ in groups])
         limit = self.config.archive_limit
         while len(self._archive) > limit:
             self._evict(self._archive.popitem(last=False)[0], "archive_full")
@@ -335,6 +377,13 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
             lo = self._scored.bucket_of_value(max(0.0, self.config.target_pass_rate - 0.25))
             hi = self._scored.bucket_of_value(min(1.0, self.config.target_pass_rate + 0.25))
             out["pool/frac_near_target"] = float(merged[lo:hi + 1].sum()) / len(self._scored)
+        # Coverage (issue 23): how much of the pool has been measured, how big the frontier set is, how many
+        # distinct records recent batches trained and how often each, and the cold share the rule asked for/drew.
+        out["pool/measured"] = self._measured
+        out["pool/measured_share"] = self._measured / len(self._records) if self._records else 0.0
+        out["pool/frontier_size"] = self.frontier_size()
+        out["pool/cold_share_rule"], out["pool/cold_share_drawn"] = self._last_cold
+        out.update(self._window.metrics())
         return {k: float(v) for k, v in out.items()}
 
     def counters(self) -> dict[str, int]:

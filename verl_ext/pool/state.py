@@ -47,6 +47,8 @@ class PoolStateMixin:
             "evicted_pending": list(self._evicted_pending),
             "changed_pending": list(self._changed_pending),
             "child_calibration": self.child_calibration.state_dict(),
+            "window": self._window.state_dict(),
+            "last_cold": list(self._last_cold),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -100,6 +102,12 @@ class PoolStateMixin:
         self._changed_pending = dict.fromkeys(state["changed_pending"])
         if "child_calibration" in state:  # absent in schema 1
             self.child_calibration.load_state_dict(state["child_calibration"])
+        self._measured = sum(1 for rec in records.values() if rec.stat is not None)
+        if "window" in state:  # absent before issue 23: the coverage window starts empty
+            self._window.load_state_dict(state["window"])
+        else:
+            self._window.load_state_dict({"batches": []})
+        self._last_cold = tuple(state.get("last_cold", (0.0, 0.0)))
 
 
 def _pooled_ids(state: dict[str, Any]) -> list[int]:

@@ -1,8 +1,8 @@
 """``boundary``: HeaPA's selection: a share of cold records, then the records at the capability frontier.
 
 All the work is the pool's boundary sampling (``QueryPool.sample``; ``verl_ext/pool/frontier.py``), configured by
-the pool's ``boundary`` (``target`` pass rate or the paper's ``median``), ``cold_fraction``, ``sampling_mode`` and
-child cap; this class only adapts it to the ``Strategy`` interface and reports what was picked.
+the pool's ``boundary`` (``target`` pass rate or the paper's ``median``), ``cold_fraction`` and ``exploration``,
+``sampling_mode`` and child cap; this class only adapts it to the ``Strategy`` interface and reports what was picked.
 """
 
 from __future__ import annotations

@@ -196,11 +196,12 @@ class ScenarioConfig:
             raise ConfigError(f"pool.max_pool_size ({pool.max_pool_size}) is below "
                               f"prompts.n_train ({self.prompts.n_train})")
 
-    def pool_config(self, track_changes: bool = False) -> PoolConfig:
+    def pool_config(self, track_changes: bool = False, **overrides: Any) -> PoolConfig:
+        """The scenario's ``PoolConfig``; ``overrides`` (a simulator strategy's ablation) replace its fields."""
         data = dict(self.pool)
         if "track_changes" in data:
             raise ConfigError("pool.track_changes is set by the simulator (on exactly when lineage runs)")
-        return PoolConfig.from_dict({**data, "track_changes": track_changes})
+        return PoolConfig.from_dict({**data, **overrides, "track_changes": track_changes})
 
     def lineage_config(self) -> LineageConfig:
         try:

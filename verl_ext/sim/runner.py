@@ -35,6 +35,7 @@ class SimStrategy:
     registry_name: str
     augment: bool = False
     lineage: bool = False
+    pool: dict[str, Any] = field(default_factory=dict)  # PoolConfig fields over the scenario's (ablations)
 
 
 SIM_STRATEGIES: dict[str, SimStrategy] = {
@@ -43,6 +44,9 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "boundary": SimStrategy("boundary"),
     "heapa": SimStrategy("boundary", augment=True, lineage=True),
     "heapa_nolineage": SimStrategy("boundary", augment=True),
+    # the exploration rules of issue 23 side by side, whatever the default is (docs/pool.md)
+    "heapa_fixed": SimStrategy("boundary", augment=True, lineage=True, pool={"exploration": "fixed"}),
+    "heapa_adaptive": SimStrategy("boundary", augment=True, lineage=True, pool={"exploration": "adaptive"}),
     "hive": SimStrategy("hive"),
     "mopps": SimStrategy("mopps"),
     "greso": SimStrategy("greso"),
@@ -141,7 +145,7 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
     rng_init, rng_roll, rng_aug, rng_verify = (np.random.default_rng(s) for s in streams[:4])
     pool_seed, strategy_seed = (int(s.generate_state(1)[0]) for s in streams[4:])
     world = SyntheticWorld(config.prompts, config.learner, rng_init, rng_roll, rng_verify)
-    pool = QueryPool(config.pool_config(track_changes=spec.lineage), seed=pool_seed)
+    pool = QueryPool(config.pool_config(track_changes=spec.lineage, **spec.pool), seed=pool_seed)
     n_train = config.prompts.n_train
     ids = pool.add_seeds_bulk([f"prompt {i}" for i in range(n_train)], ["0"] * n_train, "sim")
     world.register(np.asarray(ids), world.seed_difficulty, world.seed_topic, np.ones(n_train, dtype=bool))

@@ -29,14 +29,17 @@ class PoolMachine(RuleBasedStateMachine):
         cold_fraction=st.sampled_from([0.0, 0.25, 1.0]),
         child_cap=st.sampled_from([0.0, 0.5, 1.0]),
         resolution=st.sampled_from([1, 7, 1000]),
+        exploration=st.sampled_from(["fixed", "adaptive"]),
+        window_visits=st.sampled_from([None, 1, 2]),
     )
     def setup(self, cap, archive, low_fraction, mode, estimator, trigger, rate, streak, max_visits, seed, boundary,
-              eviction, cold_fraction, child_cap, resolution):
+              eviction, cold_fraction, child_cap, resolution, exploration, window_visits):
         reinsertion = ReinsertionConfig(trigger=trigger, rate=rate, drop_solved_streak=streak, max_visits=max_visits)
         self.cfg = PoolConfig(max_pool_size=cap, archive_capacity=archive, low_fraction=low_fraction,
                               sampling_mode=mode, estimator=estimator, reinsertion=reinsertion, boundary=boundary,
                               eviction=eviction, cold_fraction=cold_fraction, max_child_fraction=child_cap,
-                              resolution=resolution)
+                              resolution=resolution, exploration=exploration, max_window_visits=window_visits,
+                              metrics_window=3)
         self.pool = QueryPool(self.cfg, seed=seed)
         self.added: set[int] = set()
         self.evicted: set[int] = set()
@@ -148,6 +151,11 @@ class PoolMachine(RuleBasedStateMachine):
         for rid in pool._scored:  # each pooled record sits in its origin's group, in the bucket of its value
             group = 1 if pool.get(rid).origin == "augmented" else 0
             assert pool._scored.locate(rid) == (group, pool._scored.bucket_of_value(pool.ranking_value(rid)))
+        # coverage bookkeeping (issue 23): the measured count matches the records, the rule's share is in range
+        assert pool._measured == sum(1 for r in held if pool.get(r).stat is not None)
+        m = pool.metrics()
+        assert self.cfg.cold_fraction <= m["pool/cold_share_rule"] <= 1.0 or m["pool/cold_share_rule"] == 0.0
+        assert 0.0 <= m["pool/cold_share_drawn"] <= 1.0 and 0.0 <= m["pool/measured_share"] <= 1.0
 
 
     def teardown(self):

@@ -58,3 +58,11 @@ def test_load_by_path_and_missing_names(tmp_path):
 def test_bad_configs_name_the_field(data, match):
     with pytest.raises(ConfigError, match=match):
         ScenarioConfig.from_dict(data)
+
+
+def test_small_batch_scenarios_of_issue_23():
+    ratios = {name: load_scenario(name).train.batch_size / load_scenario(name).prompts.n_train
+              for name in ("cpu_comparison", "small_batch", "large_pool", "huge_pool")}
+    assert ratios["small_batch"] == pytest.approx(1 / 100) and ratios["huge_pool"] == pytest.approx(1 / 1000)
+    cpu = load_scenario("cpu_comparison")
+    assert (cpu.prompts.n_train, cpu.train.batch_size, cpu.train.budget_rollouts // (16 * 8)) == (2000, 16, 30)

@@ -101,3 +101,14 @@ def test_scenario_strategy_options_reach_the_strategy():
     cfg = tiny(train={"budget_rollouts": 16 * 8 * 3}, strategies={"hive": {"candidate_ratio": 1.0}})
     res = run_simulation(cfg, "hive", seed=0)
     assert res.verify_forwards == 3 * 16  # candidate_ratio 1: exactly k verified per step
+
+
+def test_exploration_variants_run_on_their_own_pool_rule():
+    """``heapa_fixed`` / ``heapa_adaptive`` (issue 23) override the scenario's pool: the adaptive rule explores
+    more never-measured records while the frontier set is thin; the fixed one keeps ``cold_fraction``."""
+    cfg = tiny(train={"budget_rollouts": 16 * 8 * 6})
+    fixed = run_simulation(cfg, "heapa_fixed", seed=0).pool_metrics
+    adaptive = run_simulation(cfg, "heapa_adaptive", seed=0).pool_metrics
+    assert fixed["pool/cold_share_rule"] == 0.25
+    assert adaptive["pool/measured"] >= fixed["pool/measured"]
+    assert cfg.pool_config(exploration="adaptive").exploration == "adaptive"

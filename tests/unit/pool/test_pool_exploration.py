@@ -1,0 +1,124 @@
+"""Exploration of never-measured records (issue 23): the adaptive cold share, the re-visit bound, the coverage
+metrics, and their checkpoints."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ext.pool import ConfigError, PoolConfig, QueryPool
+from verl_ext.pool.exploration import SelectionWindow, adaptive_cold_share
+
+
+def cold_pool(n=200, seed=0, **cfg):
+    pool = QueryPool(PoolConfig(**{"max_pool_size": 10_000, **cfg}), seed=seed)
+    pool.add_seeds_bulk([f"q{i}" for i in range(n)], ["a"] * n, "s")
+    return pool
+
+
+def train(pool, k, step, passes=4, n=8):
+    ids = pool.sample(k, step)
+    pool.feedback({r: (passes, n) for r in ids}, step)
+    pool.reinsert(step, k)
+    return ids
+
+
+@given(frontier=st.integers(0, 10_000), k=st.integers(1, 512), batches=st.floats(0, 100),
+       floor=st.floats(0, 1))
+def test_adaptive_share_stays_in_floor_one_and_falls_with_the_frontier(frontier, k, batches, floor):
+    share = adaptive_cold_share(frontier, k, batches, floor)
+    assert floor <= share <= 1.0
+    assert adaptive_cold_share(frontier + k, k, batches, floor) <= share
+    if frontier >= batches * k:
+        assert share == floor
+
+
+def test_adaptive_explores_while_the_frontier_is_thin_and_falls_to_the_floor():
+    pool = cold_pool(400, exploration="adaptive", frontier_batches=2.0)
+    k = 16
+    assert pool.cold_share(k) == 1.0  # nothing measured: every seat explores
+    train(pool, k, 0)  # 16 records measured at 4/8: all in the frontier band
+    assert pool.frontier_size() == 16 and pool.cold_share(k) == pytest.approx(1 - 16 / 32)
+    batch = pool.sample(k, 1)
+    assert sum(pool.get(r).stat is None for r in batch) == 8
+    pool.feedback({r: (4, 8) for r in batch}, 1)
+    pool.reinsert(1, k)
+    assert pool.frontier_size() == 24 and pool.cold_share(k) == pytest.approx(0.25)  # the floor (cold_fraction)
+    for step in range(2, 6):
+        train(pool, k, step)
+    assert pool.cold_share(k) == 0.25 and pool.metrics()["pool/cold_share_drawn"] == 0.25
+
+
+def test_fixed_mode_keeps_cold_fraction_and_paper_is_unchanged():
+    pool = cold_pool(400, exploration="fixed", cold_fraction=0.25)
+    train(pool, 16, 0)
+    assert pool.cold_share(16) == 0.25
+    assert sum(pool.get(r).stat is None for r in pool.sample(16, 1)) == 4
+    paper = PoolConfig.paper()
+    assert paper.cold_fraction == 1.0 and paper.exploration == PoolConfig().exploration
+    assert PoolConfig().exploration == "fixed"  # issue 23: the adaptive rule lost in the simulator (docs/pool.md)
+
+
+@pytest.mark.parametrize("bad", [{"exploration": "more"}, {"frontier_band": 1.5}, {"frontier_batches": -1},
+                                 {"max_window_visits": 0}, {"metrics_window": 0}])
+def test_bad_exploration_knobs_name_the_field(bad):
+    with pytest.raises(ConfigError, match=next(iter(bad))):
+        PoolConfig(**bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(k=st.integers(1, 12), limit=st.integers(1, 3), window=st.integers(1, 6),
+       exploration=st.sampled_from(["fixed", "adaptive"]), seed=st.integers(0, 9))
+def test_visits_per_window_are_bounded_while_cold_records_remain(k, limit, window, exploration, seed):
+    pool = cold_pool(600, seed=seed, exploration=exploration, max_window_visits=limit, metrics_window=window)
+    history = []
+    for step in range(25):
+        if len(pool._cold) < k:  # the bound holds only while never-measured records can take the seats
+            break
+        ids = train(pool, k, step)
+        assert len(ids) == k and len(set(ids)) == k
+        history.append(ids)
+        recent = [r for batch in history[-window:] for r in batch]
+        assert max(recent.count(r) for r in set(recent)) <= limit
+        assert pool.metrics()["pool/window_max_visits"] <= limit
+
+
+def test_window_metrics_count_distinct_records_and_visits():
+    w = SelectionWindow(steps=2)
+    w.add(0, [1, 2])
+    w.add(1, [1, 3])
+    assert w.metrics() == {"pool/window_distinct": 3.0, "pool/window_visits": 4 / 3, "pool/window_max_visits": 2.0}
+    w.add(2, [4])  # step 0 leaves the window
+    assert w.metrics()["pool/window_distinct"] == 3.0 and w.saturated(1) == {1, 3, 4} and not w.saturated(2)
+    twin = SelectionWindow(steps=2)
+    twin.load_state_dict(w.state_dict())
+    assert twin.metrics() == w.metrics()
+
+
+def test_coverage_metrics_reach_the_log():
+    pool = cold_pool(100, exploration="adaptive")
+    train(pool, 10, 0)
+    m = pool.metrics()
+    assert m["pool/measured"] == 10 and m["pool/measured_share"] == pytest.approx(0.1)
+    assert m["pool/frontier_size"] == 10 and m["pool/cold_share_drawn"] == 1.0
+    assert m["pool/window_distinct"] == 10 and m["pool/window_visits"] == 1.0
+
+
+def test_checkpoint_round_trip_and_old_checkpoints_load():
+    cfg = dict(exploration="adaptive", max_window_visits=2, metrics_window=4)
+    pool = cold_pool(300, seed=3, **cfg)
+    for step in range(6):
+        train(pool, 12, step)
+    state = pool.state_dict()
+    measured = pool.metrics()["pool/measured"]
+    twin = QueryPool(PoolConfig(max_pool_size=10_000, **cfg), seed=99)
+    twin.load_state_dict(state)
+    assert twin.metrics() == pool.metrics()
+    assert [train(twin, 12, s) for s in range(6, 9)] == [train(pool, 12, s) for s in range(6, 9)]
+    old = dict(state)  # a checkpoint written before issue 23
+    for key in ("window", "last_cold"):
+        old.pop(key)
+    old["counters"] = {k: v for k, v in old["counters"].items() if k != "revisit_cap_swaps"}
+    legacy = QueryPool(PoolConfig(max_pool_size=10_000), seed=0)
+    legacy.load_state_dict(old)
+    assert legacy.metrics()["pool/window_distinct"] == 0.0
+    assert legacy.metrics()["pool/measured"] == measured  # recounted from the records
