@@ -18,7 +18,11 @@
 # heapa_grpo heapa_dapo, then every other preset in recipe/heapa/config/method/), TEST_FREQ (10; a validation
 # samples 512 problems, ~20 s),
 # OUT_ROOT (outputs/cpu_compare), COMPARE_OUT ($OUT_ROOT/compare), RESUME_MODE (disable: each run starts fresh),
-# LOCK (/tmp/verl_ext_e2e.lock), SKIP_DONE (1), DRY_RUN (0), PYTHON.
+# LOCK (/tmp/verl_ext_e2e.lock), SKIP_DONE (1), DRY_RUN (0), PYTHON, KEEP_DIR (empty: none): each finished run's
+# metrics are also kept, trimmed, in KEEP_DIR/<method>_s<seed>/ (`python -m verl_ext.compare.keep`) and the
+# comparison then reads every run kept there, so an experiment spread over days (and machines) is one table:
+#   KEEP_DIR=results/cpu_compare SEEDS="3 4" METHODS=grpo bash examples/cpu_compare.sh
+#   python -m verl_ext.compare results/cpu_compare/*/ --out compare/     # the table from the kept runs alone
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -35,6 +39,7 @@ RESUME_MODE="${RESUME_MODE:-disable}"
 LOCK="${LOCK-/tmp/verl_ext_e2e.lock}"
 SKIP_DONE="${SKIP_DONE:-1}"
 DRY_RUN="${DRY_RUN:-0}"
+KEEP_DIR="${KEEP_DIR:-}"
 PRESET_DIR="$ROOT/recipe/heapa/config/method"
 
 if [[ -z "${METHODS:-}" ]]; then
@@ -114,6 +119,11 @@ for m in $METHODS; do
   done
 done
 
+if [[ -n "$KEEP_DIR" && "$DRY_RUN" != "1" ]]; then  # keep this invocation's runs, then compare every kept run
+  [[ ${#RUN_DIRS[@]} -eq 0 ]] || "$PYTHON" -m verl_ext.compare.keep "${RUN_DIRS[@]}" --into "$KEEP_DIR"
+  RUN_DIRS=()
+  for d in "$KEEP_DIR"/*/; do [[ -f "$d/metrics.jsonl" ]] && RUN_DIRS+=("${d%/}"); done
+fi
 COMPARE=("$PYTHON" -m verl_ext.compare "${RUN_DIRS[@]}" --out "$COMPARE_OUT")
 if [[ "$DRY_RUN" == "1" ]]; then
   printf '%q ' "${COMPARE[@]}"; printf '\n'

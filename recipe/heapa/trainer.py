@@ -45,6 +45,7 @@ from verl_ext.selection import build_strategy
 
 from .ar3po import Ar3poStage
 from .augmentation import AugmentationStage
+from .diagnostics import advantage_diagnostics, read_advantages
 from .hive_verify import PromptEntropyProbe, response_entropy
 from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
@@ -272,6 +273,9 @@ class HeapaTrainer(PPOTrainerSync):
         batch = super()._compute_advantage(batch, metrics)
         if self.ar3po is not None:
             metrics.update(self.ar3po.after_advantage(batch))
+        with marked_timer("heapa_diagnostics", self.timing_raw):  # what the update gets, every method
+            metrics.update(advantage_diagnostics(read_advantages(batch.keys, batch.tags, batch.partition_id),
+                                                 self.config.actor_rollout_ref.actor.loss_agg_mode))
         return batch
 
     def _update_actor(self, batch, metrics):

@@ -98,6 +98,14 @@ def test_pool_statistics_move_through_cold_archive_and_boundary(grpo_runs):
     # frontier batches carry signal; step 1's all-cold batch may draw only all-equal groups (seen once in CI)
     assert all(metrics[s]["actor/grad_norm"] > 0 for s in (2, 3))
     assert len(set(trace[1]["trained"])) == 8 and len(set(trace[2]["trained"]) - set(trace[1]["trained"])) >= 2
+    # diag/*: under seq-mean-token-mean the rows of mixed groups are the share of the step's loss with signal
+    for s in (1, 2, 3):
+        mixed = 1 - metrics[s]["feedback/frac_all_correct"] - metrics[s]["feedback/frac_all_wrong"]
+        assert metrics[s]["diag/nonzero_rows"] == pytest.approx(mixed)
+        assert metrics[s]["diag/effective_loss_scale"] == metrics[s]["diag/nonzero_rows"]
+        assert (metrics[s]["diag/adv_mass"] > 0) == (mixed > 0)
+        assert sum(metrics[s][f"feedback/band_{b}"] for b in ("0_25", "25_50", "50_75", "75_100")) == \
+            pytest.approx(mixed)
 
 
 def test_augmented_children_enter_the_pool_with_lineage(grpo_runs):

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+BANDS = (("band_0_25", 0.0, 0.25), ("band_25_50", 0.25, 0.5), ("band_50_75", 0.5, 0.75), ("band_75_100", 0.75, 1.0))
+
+
 @dataclass(frozen=True)
 class FeedbackSummary:
     """Per-call statistics of the fed-back groups.
@@ -61,6 +64,11 @@ class FeedbackSummary:
             out[prefix + "prior_abs_error"] = self.prior_abs_error
             out[prefix + "prior_bias"] = float(self.prior_bias)
         if self.pass_rates:
-            q = np.quantile(np.fromiter(self.pass_rates.values(), dtype=np.float64), [0.1, 0.5, 0.9])
+            rates = np.fromiter(self.pass_rates.values(), dtype=np.float64)
+            q = np.quantile(rates, [0.1, 0.5, 0.9])
             out.update({prefix + "pass_rate_p10": q[0], prefix + "pass_rate_p50": q[1], prefix + "pass_rate_p90": q[2]})
+            # share of the groups by pass-rate band between all-wrong (frac_all_wrong) and all-right
+            # (frac_all_correct): where the batch's signal sits, comparable across methods
+            for name, low, high in BANDS:
+                out[prefix + name] = float(np.mean((rates > low) & (rates <= high) & (rates < 1.0)))
         return {k: float(v) for k, v in out.items()}

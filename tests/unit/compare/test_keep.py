@@ -1,0 +1,37 @@
+"""Kept runs: trimmed metrics that still make the same comparison table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from verl_ext.compare.cli import main as compare
+from verl_ext.compare.keep import keep_run, main, trim_line
+
+
+def test_trim_keeps_what_a_comparison_reads():
+    line = json.dumps({"step": 3, "data": {"val-core/arith/acc/mean@1": 0.3, "rollout/gen_responses_cum": 384.0,
+                                           "actor/pg_loss": 0.1, "timing_per_token_ms/gen": 2.0,
+                                           "diag/effective_loss_scale": 0.5}})
+    assert json.loads(trim_line(line)) == {"step": 3, "data": {"val-core/arith/acc/mean@1": 0.3,
+                                                               "rollout/gen_responses_cum": 384.0,
+                                                               "diag/effective_loss_scale": 0.5}}
+    assert trim_line('{"step": 4, "da') is None
+
+
+def test_kept_runs_make_the_same_table(tmp_path, make_run_dir):
+    runs = [make_run_dir(f"{m}_s{s}", grpo=(m == "grpo"), val_shift=0.01 * (s + 1)) for m in ("grpo", "heapa_dapo")
+            for s in range(2)]
+    assert compare([*map(str, runs), "--out", str(tmp_path / "a"), "--no-plots"]) == 0
+    assert main([*map(str, runs), "--into", str(tmp_path / "kept")]) == 0
+    kept = sorted((tmp_path / "kept").iterdir())
+    assert [k.name for k in kept] == ["grpo_s0", "grpo_s1", "heapa_dapo_s0", "heapa_dapo_s1"]
+    assert json.loads((kept[0] / "run.json").read_text())["source"] == str(runs[0].resolve())
+    assert compare([*map(str, kept), "--out", str(tmp_path / "b"), "--no-plots"]) == 0
+    assert (tmp_path / "a" / "table.md").read_text() == (tmp_path / "b" / "table.md").read_text()
+
+
+def test_a_folder_without_metrics_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no metrics file"):
+        keep_run(tmp_path, tmp_path / "kept")
