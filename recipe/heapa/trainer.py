@@ -50,6 +50,7 @@ from .hive_verify import PromptEntropyProbe, response_entropy
 from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
 from .tq_feedback import FeedbackReplayBuffer, Outcomes, generated_keys, read_outcomes
+from .verl_api import actor_dp_size, gen_batch_size, set_training_horizon
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "heapa_state.json"
@@ -108,10 +109,7 @@ class HeapaTrainer(PPOTrainerSync):
                                                                   prompt_entropy=self.probe))
 
     def _actor_dp_size(self) -> int:
-        wg = self.actor_rollout_wg
-        if "actor" not in wg._dispatch_info:  # verl's own lookup (PPOTrainer._balance_batch)
-            wg._dispatch_info["actor"] = wg._query_dispatch_info("actor")
-        return max(wg._dispatch_info["actor"]) + 1
+        return actor_dp_size(self.actor_rollout_wg)
 
     def _build_replay_buffer(self):
         buffer = super()._build_replay_buffer()
@@ -129,15 +127,6 @@ class HeapaTrainer(PPOTrainerSync):
                            "pool", type(buffer).__name__)
         return buffer
 
-    def _gen_batch_size(self) -> int:
-        filter_groups = self.config.algorithm.get("filter_groups", None)
-        dapo = bool(filter_groups is not None and filter_groups.get("enable", False))
-        refill = bool(self.config.trainer.v1.sampler.get("sync_refill_failed_groups", False))
-        if dapo or refill or self.trainer_mode != "sync":
-            with open_dict(self.config):
-                self.config.data.gen_batch_size = 1  # verl refills one prompt at a time (as its own loader)
-        return int(self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size)
-
     def _init_dataloader(self):
         data = self.config.data
         h = self.heapa
@@ -149,7 +138,7 @@ class HeapaTrainer(PPOTrainerSync):
                                              max_samples=data.get("val_max_samples", -1))
         strategy = self._build_strategy()
         self.batch_sampler = PoolBatchSampler(self.train_dataset, strategy, data.train_batch_size,
-                                              self._gen_batch_size())
+                                              gen_batch_size(self.config, self.trainer_mode))
         self.train_dataloader = make_train_dataloader(self.train_dataset, self.batch_sampler)
         self.train_dataloader_it = None
         self.val_dataloader = StatefulDataLoader(
@@ -162,24 +151,13 @@ class HeapaTrainer(PPOTrainerSync):
             self.augment = AugmentationStage(h.augmentation, h.teacher, self.tokenizer, self.train_dataset.pool,
                                              self.lineage, seed=h.seed, instruction_suffix=h.rows.instruction_suffix,
                                              suffix_separator=h.rows.suffix_separator)
-        self._set_training_horizon(len(self.train_dataset))
+        set_training_horizon(self, len(self.train_dataset))  # verl's rule for a fixed dataset (verl_api.py)
         # A large pool is millions of long-lived objects: freezing them keeps Python's full GC passes (0.6 s at
         # 10^6 records, docs/pool.md) off the per-step path.
         gc.collect()
         gc.freeze()
         logger.info("heapa: pool of %d seeds, strategy %s, %d steps", len(self.train_dataset), h.selection_name,
                     self.total_training_steps)
-
-    def _set_training_horizon(self, num_seeds: int) -> None:
-        """verl derives steps from a fixed dataset; a growing pool needs the horizon fixed up front."""
-        batch = self.config.data.train_batch_size
-        self.steps_per_epoch = max(1, num_seeds // batch)
-        total = self.config.trainer.total_training_steps or self.steps_per_epoch * self.config.trainer.total_epochs
-        self.total_training_steps = int(total)
-        with open_dict(self.config):
-            self.config.actor_rollout_ref.actor.optim.total_training_steps = self.total_training_steps
-            if OmegaConf.select(self.config, "critic.optim"):
-                self.config.critic.optim.total_training_steps = self.total_training_steps
 
     # ------------------------------------------------------------------------------------------- the step
     def _collect_evicted(self, outcomes: Outcomes) -> None:
