@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verl_ext.compare import wandb_offline
+import verl_ext.compare.wandb_offline as wandb_offline
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:
         raise FileNotFoundError(f"run source not found: {source}")
     if path.is_file():
         if path.suffix == ".wandb":
-            return [wandb_offline.read_run(path, name, pattern)]
+            return [read_wandb_run(path, name, pattern)]
         default = path.parent.name if path.name.startswith("metrics") else path.stem
         return [read_file_logger([path], _named(name, default, str(path), pattern))]
     files = _file_logger_files(path)
@@ -150,7 +150,7 @@ def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:
         return [read_file_logger(files, _named(name, path.name, str(path), pattern))]
     wandb_files = wandb_offline.find_run_files(path)
     if wandb_files:
-        runs = merge_attempts([wandb_offline.read_run(f, None, pattern) for f in wandb_files])
+        runs = merge_attempts([read_wandb_run(f, None, pattern) for f in wandb_files])
         if name:
             if len(runs) > 1:
                 raise RunError(f"{source}: NAME= given but the folder holds {len(runs)} wandb runs "
@@ -215,3 +215,18 @@ def apply_wandb_labels(run: Run, tags: list[str], config: Mapping[str, Any], exp
     heapa = config.get("heapa")
     if run.seed is None and isinstance(heapa, Mapping) and heapa.get("seed") is not None:
         run.seed = str(heapa["seed"])
+
+
+def read_wandb_run(path: Path, name: str | None, pattern: re.Pattern[str]) -> Run:
+    """A ``Run`` from one wandb offline run file (name: NAME=, else the run's display name, else its id)."""
+    info, rows = wandb_offline.read_records(path)
+    run_name = name or info["name"] or info["id"] or path.stem
+    method, seed = method_and_seed(run_name, pattern)
+    run = Run(run_name, method, seed, str(path), config=info["config"], started_us=info["start_us"])
+    apply_wandb_labels(run, info["tags"], info["config"], explicit_name=name is not None)
+    for row in rows:
+        step = row.get("_step")
+        if step is None:
+            continue
+        add_scalars(run, int(step), {k: v for k, v in row.items() if not k.startswith("_")})
+    return run

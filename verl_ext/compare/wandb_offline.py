@@ -104,20 +104,3 @@ def read_records(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 row["_step"] = record.history.step.num
             rows.append(row)
     return info, rows
-
-
-def read_run(path: Path, name: str | None, pattern: re.Pattern[str]) -> Any:
-    """A ``runs.Run`` from one offline run file (name: NAME=, else the run's display name, else its id)."""
-    from verl_ext.compare.runs import Run, add_scalars, apply_wandb_labels, method_and_seed
-
-    info, rows = read_records(path)
-    run_name = name or info["name"] or info["id"] or path.stem
-    method, seed = method_and_seed(run_name, pattern)
-    run = Run(run_name, method, seed, str(path), config=info["config"], started_us=info["start_us"])
-    apply_wandb_labels(run, info["tags"], info["config"], explicit_name=name is not None)
-    for row in rows:
-        step = row.get("_step")
-        if step is None:
-            continue
-        add_scalars(run, int(step), {k: v for k, v in row.items() if not k.startswith("_")})
-    return run

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from verl_ext.evaluation.generate import SamplingConfig
+from verl_ext.evaluation.sampling import SamplingConfig
 from verl_ext.evaluation.scoring import Progress
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from verl_ext.evaluation.generate import SamplingConfig
+from verl_ext.evaluation.sampling import SamplingConfig
 from verl_ext.evaluation.scoring import Progress
 
 logger = logging.getLogger(__name__)

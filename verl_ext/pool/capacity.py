@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 
-from verl_ext.pool import frontier
+import verl_ext.pool.frontier as frontier
 from verl_ext.pool.checks import check_count
 from verl_ext.pool.record import AUGMENTED, POOLED, PromptRecord
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from verl_ext.pool import frontier
+import verl_ext.pool.frontier as frontier
 from verl_ext.pool.buckets import ValueBuckets
 from verl_ext.pool.checks import as_id, check_count, check_outcome, unique_ids
 from verl_ext.pool.config import PoolConfig

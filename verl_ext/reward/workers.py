@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl_ext.reward import channel
+import verl_ext.reward.channel as channel
 from verl_ext.reward.channel import PID, READY
 
 logger = logging.getLogger(__name__)
