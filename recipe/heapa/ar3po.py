@@ -28,7 +28,7 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-from verl_ext.rollout import AR3POConfig, ResponseBank, finish_step, group_stats, stage_account, stage_metrics
+from verl_ext.ar3po import AR3POConfig, ResponseBank, finish_step, group_stats, stage_account, stage_metrics
 
 from .ar3po_rows import (RESPONSE_FIELDS, IncompatibleEntry, Trajectory, bank_payload, build_reused_row, parse_key,
                          reused_tag)

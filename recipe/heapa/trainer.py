@@ -39,7 +39,7 @@ from verl.utils.debug import marked_timer
 from verl.utils.import_utils import load_class_from_fqn
 from verl_ext.adapters.dataset import PoolDataset
 from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
-from verl_ext.pool.refresh import LineageRefresher
+from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.reward import reward_metrics
 from verl_ext.selection import build_strategy
 

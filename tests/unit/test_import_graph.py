@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CORE = ("verl_ext.pool", "verl_ext.selection", "verl_ext.augment", "verl_ext.rollout", "verl_ext.reward",
+CORE = ("verl_ext.pool", "verl_ext.selection", "verl_ext.augment", "verl_ext.ar3po", "verl_ext.reward",
         "verl_ext.sim")
 FRAMEWORKS = ("verl", "ray", "torch", "transfer_queue")
 

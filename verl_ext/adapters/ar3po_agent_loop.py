@@ -13,7 +13,7 @@ published, keeps every verl invariant: one uid per group, session ids ``0..n-1``
 failure handling on the finished group, advantages grouped by uid. A hard prompt's stage 2 overlaps the other
 prompts' stage 1.
 
-Each prompt is driven by the pure core's ``StagePlanner`` (``verl_ext.rollout``): stage 1 asks ``k1`` responses,
+Each prompt is driven by the pure core's ``StagePlanner`` (``verl_ext.ar3po``): stage 1 asks ``k1`` responses,
 later stages ``k_s`` more for a prompt still without a correct one, up to ``max_stages`` / ``max_per_prompt``.
 Settings: ``heapa.ar3po`` (``AR3POConfig``) and ``heapa.feedback.acc_field`` of the trainer config. Validation
 rollouts and ``heapa.ar3po.enabled=false`` take verl's own path unchanged.
@@ -34,7 +34,7 @@ import transfer_queue as tq
 from omegaconf import OmegaConf
 
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ, apply_greedy_sampling_params
-from verl_ext.rollout import AR3POConfig, StagePlanner
+from verl_ext.ar3po import AR3POConfig, StagePlanner
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))

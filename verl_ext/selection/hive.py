@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from verl_ext.selection._stats import TableStrategy, check_k, check_number, results_arrays, top_k
+from verl_ext.selection.table import TableStrategy, check_k, check_number, results_arrays, top_k
 from verl_ext.selection.registry import register_strategy
 
 EntropyFn = Callable[[list[int]], Mapping[int, float]]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from verl_ext.selection._stats import TableStrategy, check_k, check_number, results_arrays, \
+from verl_ext.selection.table import TableStrategy, check_k, check_number, results_arrays, \
     weighted_without_replacement
 from verl_ext.selection.registry import register_strategy
 

@@ -21,7 +21,7 @@ import yaml
 from verl_ext.augment.config import AugmentConfig
 from verl_ext.pool.config import PoolConfig
 from verl_ext.pool.errors import ConfigError
-from verl_ext.pool.lineage_config import LineageConfig
+from verl_ext.pool.lineage.config import LineageConfig
 
 
 def _num(owner: str, name: str, value: Any, low: float = -math.inf, high: float = math.inf,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from verl_ext.pool import QueryPool
-from verl_ext.pool.refresh import LineageRefresher
+from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import Strategy, build_strategy, get_strategy_class
 from verl_ext.sim.augment import SimAugmenter
 from verl_ext.sim.config import ScenarioConfig

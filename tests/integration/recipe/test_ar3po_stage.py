@@ -19,7 +19,7 @@ from recipe.heapa.ar3po import Ar3poStage
 from recipe.heapa.ar3po_rows import IncompatibleEntry, bank_payload, build_reused_row, parse_key, reused_tag
 from recipe.heapa.tq_feedback import REUSED_TAG, generated_keys
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-from verl_ext.rollout import AR3POConfig, ReuseConfig
+from verl_ext.ar3po import AR3POConfig, ReuseConfig
 
 PROMPT = [1, 305, 201, 263, 262, 223, 18, 264, 223, 20, 265, 223, 25, 33, 2, 201, 1, 312, 201]
 

@@ -20,7 +20,7 @@ from verl_ext.augment import TeacherConfig
 from verl_ext.augment.protocol import format_answer
 from verl_ext.pool import PoolConfig, QueryPool
 from verl_ext.pool.lineage import LineageConfig
-from verl_ext.pool.refresh import LineageRefresher
+from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.tasks import arithmetic
 
 

@@ -9,7 +9,7 @@ import pytest
 from verl_ext.pool.config import PoolConfig
 from verl_ext.pool.lineage import LineageConfig, LineageError, LineageForest
 from verl_ext.pool.pool import QueryPool
-from verl_ext.pool.refresh import LineageRefresher
+from verl_ext.pool.lineage.refresh import LineageRefresher
 
 
 class FakePool:

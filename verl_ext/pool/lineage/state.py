@@ -13,7 +13,7 @@ from array import array
 
 import numpy as np
 
-from verl_ext.pool.lineage_config import LineageError, _check_id, _to_pass, _to_reward
+from verl_ext.pool.lineage.config import LineageError, _check_id, _to_pass, _to_reward
 
 SCHEMA_VERSION = 1
 

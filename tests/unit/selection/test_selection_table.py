@@ -1,4 +1,4 @@
-"""The shared statistics table and draws behind the stateful strategies (``verl_ext.selection._stats``)."""
+"""The shared statistics table and draws behind the stateful strategies (``verl_ext.selection.table``)."""
 
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from verl_ext.pool import PoolConfig, QueryPool
-from verl_ext.selection._stats import IdStats, top_k, weighted_without_replacement
+from verl_ext.selection.table import IdStats, top_k, weighted_without_replacement
 
 
 def test_table_defaults_ensure_and_roundtrip():

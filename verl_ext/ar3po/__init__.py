@@ -7,12 +7,12 @@ In training, ``verl_ext.adapters.ar3po_agent_loop`` runs the planner per prompt 
 the recipe (``recipe/heapa/ar3po.py``) applies reuse to the step's batch.
 """
 
-from verl_ext.rollout.account import planned_size, stage_account, stage_metrics
-from verl_ext.rollout.bank import ResponseBank, ReusePlan
-from verl_ext.rollout.config import AR3POConfig, ReuseConfig
-from verl_ext.rollout.planner import PlannerError, StagePlanner
-from verl_ext.rollout.stats import GroupStats, group_stats, is_zero_advantage
-from verl_ext.rollout.step import StepOutcome, finish_step
+from verl_ext.ar3po.account import planned_size, stage_account, stage_metrics
+from verl_ext.ar3po.bank import ResponseBank, ReusePlan
+from verl_ext.ar3po.config import AR3POConfig, ReuseConfig
+from verl_ext.ar3po.planner import PlannerError, StagePlanner
+from verl_ext.ar3po.stats import GroupStats, group_stats, is_zero_advantage
+from verl_ext.ar3po.step import StepOutcome, finish_step
 
 __all__ = [
     "AR3POConfig", "GroupStats", "PlannerError", "ResponseBank", "ReuseConfig", "ReusePlan", "StagePlanner",

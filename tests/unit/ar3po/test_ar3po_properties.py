@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.rollout import AR3POConfig, ResponseBank, ReuseConfig, StagePlanner
+from verl_ext.ar3po import AR3POConfig, ResponseBank, ReuseConfig, StagePlanner
 
 configs = st.builds(
     lambda k1, k_s, stages, extra: AR3POConfig(k1=k1, k_s=k_s, max_stages=stages, max_per_prompt=k1 + extra),

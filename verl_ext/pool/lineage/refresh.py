@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from verl_ext.pool.lineage import LineageConfig, LineageError, LineageForest, RefreshResult
+from verl_ext.pool.lineage.config import LineageConfig, LineageError, RefreshResult
+from verl_ext.pool.lineage.forest import LineageForest
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from array import array
 import numpy as np
 
 from verl_ext.pool.estimators import scale_by_difficulty, to_pass
-from verl_ext.pool.lineage_config import RefreshResult
+from verl_ext.pool.lineage.config import RefreshResult
 
 _SMALL = 48  # edges below which a batch is aggregated in plain Python
 _LOCKSTEP_MIN = 16  # sibling lists walked with numpy while at least this many are still open

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_ext.rollout import AR3POConfig, ReuseConfig, group_stats, is_zero_advantage
+from verl_ext.ar3po import AR3POConfig, ReuseConfig, group_stats, is_zero_advantage
 
 
 def test_defaults_and_max_responses():
@@ -68,7 +68,7 @@ def test_rollout_core_imports_no_heavy_frameworks():
     import sys
     from pathlib import Path
 
-    code = "import sys, verl_ext.rollout; print(sorted({'verl', 'ray', 'torch'} & set(sys.modules)))"
+    code = "import sys, verl_ext.ar3po; print(sorted({'verl', 'ray', 'torch'} & set(sys.modules)))"
     root = Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out.strip() == "[]"

@@ -3,7 +3,7 @@
 Owns which record was augmented from which (a forest keyed by stable record ids), its compact storage, the
 structural queries (depth, children, height, descendant leaves), edits (add an edge, evict, set a base value)
 and metrics. Pure: it works on ids and pass rates handed to it and never touches the pool
-(``verl_ext.pool.refresh`` wires it to the pool). The rest of ``LineageForest`` lives next door:
+(``verl_ext.pool.lineage.refresh`` wires it to the pool). The rest of ``LineageForest`` lives next door:
 ``lineage_agg`` (refresh: ChildAgg / PathAgg), ``lineage_state`` (state_dict / load_state_dict) and
 ``lineage_config`` (``LineageConfig``, ``LineageError``, ``RefreshResult``); all are re-exported here.
 
@@ -26,8 +26,8 @@ from array import array
 
 import numpy as np
 
-from verl_ext.pool.lineage_agg import LineageRefreshMixin
-from verl_ext.pool.lineage_config import (
+from verl_ext.pool.lineage.aggregate import LineageRefreshMixin
+from verl_ext.pool.lineage.config import (
     LineageConfig,
     LineageError,
     RefreshResult,
@@ -36,7 +36,7 @@ from verl_ext.pool.lineage_config import (
     _to_pass,
     _to_reward,
 )
-from verl_ext.pool.lineage_state import SCHEMA_VERSION, LineageStateMixin
+from verl_ext.pool.lineage.state import SCHEMA_VERSION, LineageStateMixin
 
 __all__ = ["SCHEMA_VERSION", "LineageConfig", "LineageError", "LineageForest", "RefreshResult"]
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_ext.rollout import AR3POConfig, PlannerError, StagePlanner
+from verl_ext.ar3po import AR3POConfig, PlannerError, StagePlanner
 
 
 def _drive(planner, ids, answers):

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from verl_ext.rollout.config import AR3POConfig
-from verl_ext.rollout.stats import check_accs, group_stats
+from verl_ext.ar3po.config import AR3POConfig
+from verl_ext.ar3po.stats import check_accs, group_stats
 
 SCHEMA_VERSION = 1
 

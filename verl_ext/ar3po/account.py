@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 
-from verl_ext.rollout.config import AR3POConfig
-from verl_ext.rollout.planner import StagePlanner
-from verl_ext.rollout.stats import check_accs
+from verl_ext.ar3po.config import AR3POConfig
+from verl_ext.ar3po.planner import StagePlanner
+from verl_ext.ar3po.stats import check_accs
 
 
 def planned_size(config: AR3POConfig, accs: Sequence[float]) -> int:

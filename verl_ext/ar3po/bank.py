@@ -18,8 +18,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from verl_ext.rollout.config import AR3POConfig
-from verl_ext.rollout.stats import check_accs
+from verl_ext.ar3po.config import AR3POConfig
+from verl_ext.ar3po.stats import check_accs
 
 SCHEMA_VERSION = 1
 COUNTERS = ("put", "duplicates", "replaced", "evicted", "evicted_prompts", "reused", "miss", "stale")

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.rollout import AR3POConfig, StagePlanner, planned_size, stage_account, stage_metrics
+from verl_ext.ar3po import AR3POConfig, StagePlanner, planned_size, stage_account, stage_metrics
 
 
 def _cfg(**kw):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from verl_ext.rollout import AR3POConfig, ResponseBank, ReuseConfig, finish_step
+from verl_ext.ar3po import AR3POConfig, ResponseBank, ReuseConfig, finish_step
 
 
 def _cfg(**reuse):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from verl_ext.rollout.bank import ResponseBank, ReusePlan
-from verl_ext.rollout.stats import group_stats
+from verl_ext.ar3po.bank import ResponseBank, ReusePlan
+from verl_ext.ar3po.stats import group_stats
 
 
 @dataclass
