@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from verl_ext.adapters.rows import RowFormat
+from verl_ext.ar3po import AR3POConfig
 from verl_ext.augment import AugmentConfig, TeacherConfig
 from verl_ext.pool import PoolConfig
 from verl_ext.pool.lineage import LineageConfig
-from verl_ext.ar3po import AR3POConfig
 from verl_ext.selection import available_strategies, get_strategy_class
 
 from .augmentation import parse_augment_config
