@@ -32,6 +32,7 @@ class HeapaTaskRunner:
         from verl.utils.import_utils import load_class_from_fqn
         from verl.utils.logging_utils import configure_verl_logging
 
+        from recipe.heapa.checkpoints import choose_resume
         from recipe.heapa.run_files import prepare_run_files
         from recipe.heapa.trainer import HeapaTrainer
         from verl_ext.adapters._config import configure_logging
@@ -44,7 +45,8 @@ class HeapaTaskRunner:
         logger.info("heapa: method %s, selection %s, platform %s, seed %s", h.method, h.selection.name, h.platform,
                     h.seed)
         logger.debug("heapa config:\n%s", pformat(OmegaConf.to_container(h)))
-        prepare_run_files(config)  # before the trainer opens them; logs what it kept
+        choose_resume(config)  # a damaged latest checkpoint: the newest complete one instead (checkpoints.py)
+        prepare_run_files(config)  # before the trainer opens them (cut at the step resumed); logs what it kept
         tq.init(config.transfer_queue)
         trainer = None
         succeeded = False

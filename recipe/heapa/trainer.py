@@ -45,6 +45,7 @@ from verl_ext.selection import build_strategy
 
 from .ar3po import Ar3poStage
 from .augmentation import AugmentationStage
+from .checkpoints import STATE_FILE, prune, write_manifest
 from .diagnostics import advantage_diagnostics, read_advantages
 from .hive_verify import PromptEntropyProbe, response_entropy
 from .rollout_cost import RolloutCost
@@ -53,7 +54,6 @@ from .tq_feedback import FeedbackReplayBuffer, Outcomes, generated_keys, read_ou
 from .verl_api import actor_dp_size, gen_batch_size, set_training_horizon
 
 logger = logging.getLogger(__name__)
-STATE_FILE = "heapa_state.json"
 STATE_VERSION = 2
 AR3PO_MANAGER = "verl_ext.adapters.ar3po_agent_loop.StagedAgentLoopManager"
 
@@ -294,6 +294,8 @@ class HeapaTrainer(PPOTrainerSync):
             super()._save_checkpoint()
         finally:
             self.train_dataset.checkpoint_dir = None
+        write_manifest(folder)  # complete only now; the next start checks it (checkpoints.py)
+        prune(os.path.dirname(folder), self.config.trainer.get("max_actor_ckpt_to_keep", None))
 
     def _load_checkpoint(self):
         super()._load_checkpoint()

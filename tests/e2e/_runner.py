@@ -299,3 +299,48 @@ def run_until_killed(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Pa
 def metric_lines(path: Path) -> list[dict]:
     """Every line of a file-logger JSONL (``{"step": N, "data": {...}}``), in order, nothing merged."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def recipe_overrides(assets: Path, out: Path, method: str, *, steps: int, resume_from: Path | None = None,
+                     seeds: int = 16, save_freq: int = 2, resume_mode: str | None = None) -> list[str]:
+    """The recipe's small CPU run (batch 8 x 4, augmentation with the programmatic teacher, a trace file)."""
+    resume = (["trainer.resume_mode=resume_path", f"trainer.resume_from_path={resume_from}"] if resume_from
+              else [f"trainer.resume_mode={resume_mode or 'disable'}"])
+    return [
+        f"method={method}", "platform=cpu",
+        "+ray_kwargs.ray_init.address=local",
+        f"data.train_files={assets / 'data' / 'train.parquet'}",
+        f"data.val_files={assets / 'data' / 'val.parquet'}",
+        f"data.train_max_samples={seeds}", "data.shuffle=False",
+        "data.train_batch_size=8", "data.val_batch_size=32", "data.val_max_samples=32",
+        "data.max_prompt_length=64", "data.max_response_length=16",
+        f"actor_rollout_ref.model.path={assets / 'model'}",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32",
+        "reward.reward_kwargs.overlong_buffer.len=4",
+        "heapa.augmentation.prompt_preset=tiny", "heapa.teacher.backend=programmatic",
+        "heapa.augmentation.max_new_tokens=24", "heapa.augmentation.num_parents=8",
+        "heapa.augmentation.band_high=1.0", "heapa.augmentation.num_per_prompt=2",
+        f"heapa.trace_file={out / 'trace.jsonl'}",
+        "trainer.logger=[console,file]", "trainer.project_name=heapa_e2e", f"trainer.experiment_name={method}",
+        f"trainer.total_training_steps={steps}", f"trainer.save_freq={save_freq}", "trainer.test_freq=-1",
+        "trainer.val_before_train=False", f"trainer.default_local_dir={out / 'ckpt'}", *resume,
+    ]
+
+
+def read_trace(path: Path) -> dict[int, dict]:
+    return {row["step"]: row for row in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
+def run_recipe(repo_root: Path, out: Path, overrides: list[str], timeout_s: float | None = None):
+    """``python -m recipe.heapa.main_heapa`` with ``overrides``; must exit 0. (metrics by step, trace by step)."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "recipe.heapa.main_heapa", *overrides]
+    timeout_s = timeout_s or float(os.environ.get("VERL_EXT_E2E_TIMEOUT", "600"))
+    res = run_logged(cmd, env=trainer_env(out / "metrics.jsonl"), log_path=out / "run.log", timeout_s=timeout_s,
+                     cwd=repo_root)
+    assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{tail(out / 'run.log')}"
+    print(f"{out.name}: {res.summary()}")
+    return read_metrics(out / "metrics.jsonl"), read_trace(out / "trace.jsonl")

@@ -12,71 +12,24 @@ heapa_dapo: 3 steps with DAPO's group filtering; every rolled-out prompt is fed 
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-RUN_TIMEOUT_S = float(os.environ.get("VERL_EXT_E2E_TIMEOUT", "600"))
-
-
-def recipe_overrides(assets: Path, out: Path, method: str, *, steps: int, resume_from: Path | None = None,
-                     seeds: int = 16):
-    return [
-        f"method={method}", "platform=cpu",
-        "+ray_kwargs.ray_init.address=local",
-        f"data.train_files={assets / 'data' / 'train.parquet'}",
-        f"data.val_files={assets / 'data' / 'val.parquet'}",
-        f"data.train_max_samples={seeds}", "data.shuffle=False",
-        "data.train_batch_size=8", "data.val_batch_size=32", "data.val_max_samples=32",
-        "data.max_prompt_length=64", "data.max_response_length=16",
-        f"actor_rollout_ref.model.path={assets / 'model'}",
-        "actor_rollout_ref.actor.optim.lr=1e-4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32",
-        "reward.reward_kwargs.overlong_buffer.len=4",
-        "heapa.augmentation.prompt_preset=tiny", "heapa.teacher.backend=programmatic",
-        "heapa.augmentation.max_new_tokens=24", "heapa.augmentation.num_parents=8",
-        "heapa.augmentation.band_high=1.0", "heapa.augmentation.num_per_prompt=2",
-        f"heapa.trace_file={out / 'trace.jsonl'}",
-        "trainer.logger=[console,file]", "trainer.project_name=heapa_e2e", f"trainer.experiment_name={method}",
-        f"trainer.total_training_steps={steps}", "trainer.save_freq=2", "trainer.test_freq=-1",
-        "trainer.val_before_train=False", f"trainer.default_local_dir={out / 'ckpt'}",
-        *(["trainer.resume_mode=resume_path", f"trainer.resume_from_path={resume_from}"] if resume_from
-          else ["trainer.resume_mode=disable"]),
-    ]
-
-
-def _run(e2e_runner, repo_root, out: Path, overrides: list[str]):
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "recipe.heapa.main_heapa", *overrides]
-    env = e2e_runner.trainer_env(out / "metrics.jsonl")
-    res = e2e_runner.run_logged(cmd, env=env, log_path=out / "run.log", timeout_s=RUN_TIMEOUT_S, cwd=repo_root)
-    assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{e2e_runner.tail(out / 'run.log')}"
-    print(f"{out.name}: {res.summary()}")
-    return e2e_runner.read_metrics(out / "metrics.jsonl"), _trace(out / "trace.jsonl")
-
-
-def _trace(path: Path) -> dict[int, dict]:
-    return {row["step"]: row for row in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
-
 
 @pytest.fixture(scope="module")
 def grpo_runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
     base = tmp_path_factory.mktemp("heapa_grpo")
-    a = _run(e2e_runner, repo_root, base / "a", recipe_overrides(tiny_assets, base / "a", "heapa_grpo", steps=3))
+    a = e2e_runner.run_recipe(repo_root, base / "a",
+                              e2e_runner.recipe_overrides(tiny_assets, base / "a", "heapa_grpo", steps=3))
     ckpt = base / "a" / "ckpt" / "global_step_2"
     assert (ckpt / "data.pt").exists() and (ckpt / "heapa_state.json").exists()
     resume_copy = base / "b_ckpt" / "global_step_2"
     shutil.copytree(ckpt, resume_copy)
-    b = _run(e2e_runner, repo_root, base / "b",
-             recipe_overrides(tiny_assets, base / "b", "heapa_grpo", steps=3, resume_from=resume_copy))
+    b = e2e_runner.run_recipe(repo_root, base / "b", e2e_runner.recipe_overrides(
+        tiny_assets, base / "b", "heapa_grpo", steps=3, resume_from=resume_copy))
     return a, b
 
 
@@ -128,8 +81,8 @@ def test_resume_trains_the_same_next_batch(grpo_runs):
 
 
 def test_heapa_dapo_feeds_back_every_rolled_out_prompt(tiny_assets, repo_root, e2e_runner, tmp_path):
-    metrics, trace = _run(e2e_runner, repo_root, tmp_path / "dapo",
-                          recipe_overrides(tiny_assets, tmp_path / "dapo", "heapa_dapo", steps=3, seeds=64))
+    metrics, trace = e2e_runner.run_recipe(repo_root, tmp_path / "dapo", e2e_runner.recipe_overrides(
+        tiny_assets, tmp_path / "dapo", "heapa_dapo", steps=3, seeds=64))
     assert set(metrics) == {1, 2, 3}
     trained = sum(metrics[s]["feedback/n_records"] for s in metrics)
     filtered = sum(metrics[s].get("feedback/evicted_groups_fed_back", 0) for s in metrics)
