@@ -137,14 +137,15 @@ def count_problems(config: Mapping[str, Any] | None) -> int | None:
         import pyarrow.parquet as pq
 
         total = sum(pq.ParquetFile(os.path.expanduser(str(f))).metadata.num_rows for f in files)
-    except Exception:  # noqa: BLE001 - a count is a nicety: remote paths, jsonl, ... show none
+    except (OSError, ValueError, ImportError):  # remote paths, jsonl, a damaged footer: the line shows no count
         return None
     cap = data.get("val_max_samples")
     return min(total, int(cap)) if isinstance(cap, int) and cap > 0 else total
 
 
 class ValidationConsole:
-    """Prints :func:`validation_line` for each logged step that validated (attached to verl's ``Tracking``)."""
+    """A console sink beside verl's own console logger: writes :func:`validation_line` to the terminal (stdout, or
+    ``stream``) for each logged step that validated (attached to verl's ``Tracking``)."""
 
     def __init__(self, problems: int | None, stream=None):
         self.problems = problems
@@ -158,7 +159,9 @@ class ValidationConsole:
             return
         if self.first is None:
             self.first, self.first_step = source_values(data), step
-        print(line, file=self.stream or sys.stdout, flush=True)
+        stream = self.stream or sys.stdout
+        stream.write(line + "\n")
+        stream.flush()
 
 
 def _quiet_pprint(original):
@@ -198,8 +201,8 @@ def install_tracking_hook() -> None:
         if console is not None and (backend is None or "console" in backend):
             try:
                 console.log(data, step)
-            except Exception:  # noqa: BLE001 - a summary line must never stop training
-                logger.debug("validation summary line failed", exc_info=True)
+            except Exception:  # noqa: BLE001 - a summary line must never stop training: logged with its traceback
+                logger.warning("the [verl-heapa] validation line failed at step %s", step, exc_info=True)
 
     finish = cls.finish
 
@@ -212,8 +215,8 @@ def install_tracking_hook() -> None:
             # exits and prints a ConnectionResetError traceback (wandb says that hook is unreliable in workers).
             try:
                 run_module.teardown(exit_code=exit_code)
-            except Exception:  # noqa: BLE001 - the run is already finished and written
-                logger.debug("wandb teardown failed", exc_info=True)
+            except Exception:  # noqa: BLE001 - the run is already finished and written: logged, not raised
+                logger.warning("wandb teardown after the run failed", exc_info=True)
 
     cls._verl_ext_originals = (init, log, finish)  # what uninstall_tracking_hook puts back
     cls.__init__, cls.log, cls.finish = __init__, log_, finish_

@@ -99,3 +99,37 @@ class SelectionWindow:
                 _, old = self._batches.popleft()
                 self._visits.subtract(old)
             self._visits = Counter({rid: v for rid, v in self._visits.items() if v > 0})
+
+
+_count_frontier = frontier_size  # the module function, under a name the mixin's method does not shadow
+
+
+class PoolExplorationMixin:
+    """``QueryPool``'s exploration: the cold share of a batch, the frontier set's size, the re-visit bound. Uses the
+    pool's ``config``, ``_cold``, ``_scored``, ``_window``, ``ranking_value`` and ``_group``."""
+
+    def _cap_revisits(self, picked: list[int]) -> tuple[list[int], list[int]]:
+        """``max_window_visits``: frontier picks trained that many times in the window go back to the buckets and
+        their seats to cold records (while there are any). Returns ``(kept picks, cold replacements)``."""
+        limit = self.config.max_window_visits
+        if limit is None or not self._cold or not picked:
+            return picked, []
+        saturated = self._window.saturated(limit)
+        drop = [rid for rid in picked if rid in saturated][:len(self._cold)]
+        if not drop:
+            return picked, []
+        for rid in drop:
+            self._scored.insert(rid, self.ranking_value(rid), self._group(rid))
+        dropped = set(drop)
+        return [rid for rid in picked if rid not in dropped], [self._cold.pop()[0] for _ in drop]
+
+    def cold_share(self, k: int) -> float:
+        """The share of a batch of ``k`` the cold queue may take now (``exploration``; see ``exploration.py``)."""
+        cfg = self.config
+        if cfg.exploration == "fixed" or not self._cold:
+            return cfg.cold_fraction
+        return adaptive_cold_share(self.frontier_size(), k, cfg.frontier_batches, cfg.cold_fraction)
+
+    def frontier_size(self) -> int:
+        """Pooled seeds whose ranking value lies within ``frontier_band`` of ``target_pass_rate``. O(band)."""
+        return _count_frontier(self._scored, self.config.target_pass_rate, self.config.frontier_band)

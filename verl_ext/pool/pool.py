@@ -37,7 +37,7 @@ from verl_ext.pool.errors import RecordStateError, UnknownRecordError
 from verl_ext.pool.calibration import ChildCalibration
 from verl_ext.pool.capacity import PoolCapacityMixin
 from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
-from verl_ext.pool.exploration import SelectionWindow, adaptive_cold_share, frontier_size
+from verl_ext.pool.exploration import PoolExplorationMixin, SelectionWindow
 from verl_ext.pool.feedback import FeedbackSummary
 from verl_ext.pool.heap import IndexedHeap
 from verl_ext.pool.ingest import PoolIngestMixin
@@ -56,7 +56,7 @@ COUNTERS = (
 )
 
 
-class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
+class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorationMixin):
     """The pool. See the module docstring; every public method documents its complexity where it matters."""
 
     def __init__(self, config: PoolConfig | None = None, estimator: Estimator | None = None, seed: int = 0) -> None:
@@ -118,32 +118,6 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin):
         self._counters["sampled_children"] += sum(1 for rid in out if self._records[rid].origin == AUGMENTED)
         self._set_in_flight(out, step)
         return out
-
-    def _cap_revisits(self, picked: list[int]) -> tuple[list[int], list[int]]:
-        """``max_window_visits``: frontier picks trained that many times in the window go back to the buckets and
-        their seats to cold records (while there are any). Returns ``(kept picks, cold replacements)``."""
-        limit = self.config.max_window_visits
-        if limit is None or not self._cold or not picked:
-            return picked, []
-        saturated = self._window.saturated(limit)
-        drop = [rid for rid in picked if rid in saturated][:len(self._cold)]
-        if not drop:
-            return picked, []
-        for rid in drop:
-            self._scored.insert(rid, self.ranking_value(rid), self._group(rid))
-        dropped = set(drop)
-        return [rid for rid in picked if rid not in dropped], [self._cold.pop()[0] for _ in drop]
-
-    def cold_share(self, k: int) -> float:
-        """The share of a batch of ``k`` the cold queue may take now (``exploration``; see ``exploration.py``)."""
-        cfg = self.config
-        if cfg.exploration == "fixed" or not self._cold:
-            return cfg.cold_fraction
-        return adaptive_cold_share(self.frontier_size(), k, cfg.frontier_batches, cfg.cold_fraction)
-
-    def frontier_size(self) -> int:
-        """Pooled seeds whose ranking value lies within ``frontier_band`` of ``target_pass_rate``. O(band)."""
-        return frontier_size(self._scored, self.config.target_pass_rate, self.config.frontier_band)
 
     def _child_budget(self, k: int, chosen: list[int]) -> int | None:
         """How many more augmented records this batch may take (``None`` = no cap)."""
