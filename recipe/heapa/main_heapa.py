@@ -18,6 +18,8 @@ import hydra
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from recipe.heapa.supervise import ATTEMPT_ENV, RESTARTS_ENV
+
 logger = logging.getLogger("recipe.heapa.main_heapa")  # not "__main__" under -m: the recipe level applies
 
 
@@ -195,6 +197,8 @@ def main(config: DictConfig) -> None:
     from verl.trainer.main_ppo import run_ppo
 
     settings = read_settings(config)
+    # which attempt of a supervised run this is (recipe/heapa/supervise.py), for the trainer's run/* metrics
+    _forward_env(config, {k: os.environ[k] for k in (ATTEMPT_ENV, RESTARTS_ENV) if k in os.environ})
     check_data(config, settings)  # before verl's heavy imports: a data error shows in seconds
     check_teacher(settings)
     prepare(config)

@@ -50,6 +50,7 @@ from .diagnostics import advantage_diagnostics, read_advantages
 from .hive_verify import PromptEntropyProbe, response_entropy
 from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
+from .supervise import run_metrics
 from .tq_feedback import FeedbackReplayBuffer, Outcomes, generated_keys, read_outcomes
 from .verl_api import actor_dp_size, gen_batch_size, set_training_horizon
 
@@ -212,6 +213,7 @@ class HeapaTrainer(PPOTrainerSync):
                  + timing_raw["heapa_integrate"])
         self._trace(sorted(set(trained) | evicted), children)
         metrics["heapa/pool_overhead_s"] = pool_s
+        metrics.update(run_metrics())
         metrics["heapa/augment_overhead_s"] = aug_s
         return batch
 
