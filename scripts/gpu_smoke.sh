@@ -41,6 +41,7 @@ export MODEL_PATH="$ASSETS/model" TRAIN_FILE="$ASSETS/data/train.parquet" VAL_FI
 export NNODES=1 NGPUS_PER_NODE=1 TRAIN_BATCH_SIZE=16 MINI_BATCH_SIZE=16 ROLLOUT_N=4 LR=5e-4
 export MAX_PROMPT_LENGTH=64 MAX_RESPONSE_LENGTH=16 TOTAL_STEPS=2 SAVE_FREQ=2 TEST_FREQ=2 LOGGERS='[console,file]'
 export GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.3}" HF_HUB_OFFLINE=1 WANDB_MODE=offline PROJECT=gpu-smoke
+export MAX_RESTARTS=0  # a smoke run that fails must show its first failure, not a restart
 COMMON=(
   actor_rollout_ref.rollout.enforce_eager=True trainer.val_before_train=False trainer.resume_mode=disable
   data.val_max_samples=64 actor_rollout_ref.rollout.val_kwargs.n=4 reward.reward_kwargs.overlong_buffer.len=4
