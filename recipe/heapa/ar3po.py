@@ -11,8 +11,9 @@ actor like every other row):
    ``append`` keeps it), tagged ``ar3po_reused`` and marked in ``extra_fields[reuse.mark_field]``;
 4. bank this step's fresh correct responses (never reused ones).
 
-After verl's advantages, ``after_advantage`` scales reused rows' advantages by ``reuse.weight``: PPO's clipped
-objective is positively homogeneous in the advantage, so this is exactly a per-sample loss weight.
+After verl's advantages, ``after_advantage`` multiplies reused rows' advantages by the truncated importance ratio
+between today's policy and the one that wrote the response (``reuse.correction: tis``) and by ``reuse.weight``:
+PPO's clipped objective is positively homogeneous in the advantage, so this is exactly a per-token loss weight.
 """
 
 from __future__ import annotations
@@ -57,21 +58,38 @@ class Ar3poStage:
         """Account, reuse and bank for the step's batch; returns the batch to train on and ``rollout/*`` scalars."""
         self.reused_keys, self.reused_records, self._discarded = set(), [], [0, 0]
         groups, payloads = self._read(batch)
-        by_record: dict[int, str] = {}
-        for uid, trajs in groups.items():
-            if by_record.setdefault(trajs[0].record_id, uid) != uid:
-                logger.warning("record %d has two groups in one batch; only the first takes part in reuse",
-                               trajs[0].record_id)
-        accs = {rid: [t.acc for t in groups[uid]] for rid, uid in by_record.items()}
-        self.counts = {rid: [len(a), sum(self.config.is_correct(x) for x in a)] for rid, a in accs.items()}
+        record_of = {uid: trajs[0].record_id for uid, trajs in groups.items()}
+        if len(set(record_of.values())) < len(record_of):
+            logger.warning("AR3PO: a record has two groups in one batch; both are counted, only the first can get a "
+                           "reused response")
+        accs = {uid: [t.acc for t in trajs] for uid, trajs in groups.items()}  # every group counts
+        self.counts = {}
+        for uid, a in accs.items():
+            n, passes = self.counts.setdefault(record_of[uid], [0, 0])
+            self.counts[record_of[uid]] = [n + len(a), passes + sum(self.config.is_correct(x) for x in a)]
         metrics = stage_metrics(stage_account(self.config, accs))
-        out = finish_step(accs, self.bank, step)
+        out = finish_step(accs, self.bank, step, record_of=record_of)
         metrics.update(out.metrics)
-        batch, applied = self._apply(batch, groups, by_record, out.plans)
-        final = {rid: (out.plans[rid].apply(a) if rid in applied else a) for rid, a in accs.items()}
+        batch, applied = self._apply(batch, groups, out.plans)
+        for uid in set(out.plans) - applied:
+            self.bank.unapplied(out.plans[uid])
+        final = {uid: (out.plans[uid].apply(a) if uid in applied else a) for uid, a in accs.items()}
         after = group_stats(final, self.config.success_threshold)
-        metrics.update({"rollout/reused": float(len(applied)), "rollout/zero_adv_after": after.frac(after.zero_adv),
-                        "rollout/reuse_incompatible_total": float(self.incompatible)})
+        before = group_stats(accs, self.config.success_threshold)
+        generated = [x for a in accs.values() for x in a]
+        trained = [x for a in final.values() for x in a]
+        ages = [out.plans[uid].age for uid in applied]
+        bank_ages = self.bank.ages(step)
+        metrics.update({
+            "rollout/reused": float(len(applied)), "rollout/reused_frac": before.frac(len(applied)),
+            "rollout/reuse_hit_rate": len(applied) / before.all_wrong if before.all_wrong else 0.0,
+            "rollout/reused_age_mean": sum(ages) / len(ages) if ages else 0.0,
+            "rollout/bank_age_mean": sum(bank_ages) / len(bank_ages) if bank_ages else 0.0,
+            "rollout/bank_age_max": float(max(bank_ages, default=0)),
+            "rollout/score_generated_mean": sum(generated) / len(generated) if generated else 0.0,
+            "rollout/score_trained_mean": sum(trained) / len(trained) if trained else 0.0,
+            "rollout/zero_adv_after": after.frac(after.zero_adv),
+            "rollout/reuse_incompatible_total": float(self.incompatible)})
         for uid, trajs in groups.items():
             fresh = [payloads[t.key] for t in trajs if t.key in payloads]
             self.bank.put_correct(trajs[0].record_id, fresh, step)
@@ -106,17 +124,18 @@ class Ar3poStage:
                                              data["num_turns"][i], traj.acc, tag, log_probs)
         return dict(groups), payloads
 
-    def _apply(self, batch: KVBatchMeta, groups: Mapping[str, list[Trajectory]], by_record: Mapping[int, str],
-               plans: Mapping[int, Any]) -> tuple[KVBatchMeta, set[int]]:
-        """Write each planned reuse as a new session row; ``replace`` drops the row it replaces."""
+    def _apply(self, batch: KVBatchMeta, groups: Mapping[str, list[Trajectory]],
+               plans: Mapping[str, Any]) -> tuple[KVBatchMeta, set[str]]:
+        """Write each planned reuse (keyed by group uid) as a new session row; ``replace`` drops the row it
+        replaces. Returns the batch and the uids whose reuse was applied."""
         if not plans:
             return batch, set()
-        targets = {rid: (groups[by_record[rid]][plan.index] if plan.mode == "replace" else groups[by_record[rid]][-1])
-                   for rid, plan in plans.items()}
+        targets = {uid: (groups[uid][plan.index] if plan.mode == "replace" else groups[uid][-1])
+                   for uid, plan in plans.items()}
         siblings = tq.kv_batch_get(keys=[t.key for t in targets.values()], partition_id=batch.partition_id)
         keys, rows, tags, dropped, applied = [], [], [], set(), set()
-        for j, (rid, plan) in enumerate(plans.items()):
-            target, trajs = targets[rid], groups[by_record[rid]]
+        for j, (uid, plan) in enumerate(plans.items()):
+            target, trajs, rid = targets[uid], groups[uid], groups[uid][0].record_id
             session = max(t.session for t in trajs) + 1
             sibling = {k: siblings[j][k] for k in siblings[j].keys()}  # indexing unwraps non-tensor fields
             try:
@@ -128,7 +147,7 @@ class Ar3poStage:
             keys.append(f"{target.uid}_{session}_0")
             rows.append(row)
             tags.append(reused_tag(target.tag, plan.response, int(sibling["prompts"].numel())))
-            applied.add(rid)
+            applied.add(uid)
             self.reused_records.append(rid)
             if plan.mode == "replace":
                 dropped.add(target.key)
@@ -144,6 +163,15 @@ class Ar3poStage:
         return KVBatchMeta(partition_id=batch.partition_id, keys=[k for k, _ in kept] + keys,
                            tags=[t for _, t in kept] + tags, fields=batch.fields, extra_info=batch.extra_info), applied
 
+    def size_bank(self, records: int, max_response_length: int) -> None:
+        """``reuse.capacity: 0``: room for ``per_prompt`` responses of every seed record; logs the bound."""
+        per_prompt = self.config.reuse.per_prompt
+        self.bank.set_capacity(max(records, 1) * per_prompt)
+        worst_gb = self.bank.capacity * max_response_length * 15 / 1e9  # ~15 bytes per token in heapa_state.json
+        logger.info("AR3PO: response bank sized for %d records x %d = %d responses (at most ~%.2f GB in "
+                    "heapa_state.json at %d tokens each; heapa.ar3po.reuse.capacity bounds it)", records, per_prompt,
+                    self.bank.capacity, worst_gb, max_response_length)
+
     def take_discarded(self) -> tuple[int, int]:
         """Responses (and their tokens) generated this step and dropped by ``replace`` reuse."""
         out, self._discarded = tuple(self._discarded), [0, 0]
@@ -151,20 +179,37 @@ class Ar3poStage:
 
     # ------------------------------------------------------------------------------------------- the loss
     def after_advantage(self, batch: KVBatchMeta) -> dict[str, float]:
-        """Reused rows' mean advantage (> 0 means they push the policy toward the stored success) and, with
-        ``reuse.weight != 1``, their advantages scaled by it."""
+        """Correct and weight the reused rows' advantages (PPO's clipped objective is positively homogeneous in the
+        advantage, so a per-token factor >= 0 on it is exactly a per-token loss weight):
+
+        - ``correction: tis``: x ``min(is_cap, exp(old_log_prob - stored behaviour log-prob))`` per token. verl
+          computed ``old_log_probs`` with the current actor, so PPO's ratio is 1 at the first update; this factor
+          is the gap between the policy that wrote the response and today's.
+        - x ``reuse.weight``.
+        Logs their mean advantage before (> 0: pushed toward the stored success) and the correction's size."""
         keys = [k for k in batch.keys if k in self.reused_keys]
         if not keys:
             return {}
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["advantages"])
-        rows = [data["advantages"][i] for i in range(len(keys))]
-        mean = float(torch.stack([r.float().mean() for r in rows]).mean())
-        weight = self.config.reuse.weight
-        if weight != 1.0:
-            scaled = torch.nested.as_nested_tensor([r * weight for r in rows], layout=torch.jagged)
+        reuse = self.config.reuse
+        fields = ["advantages"] + (["old_log_probs", "rollout_log_probs"] if reuse.correction == "tis" else [])
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
+        rows = [data["advantages"][i].float() for i in range(len(keys))]
+        metrics = {"rollout/reused_adv_mean": float(torch.stack([r.mean() for r in rows]).mean()),
+                   "rollout/reused_weight": reuse.weight}
+        factors = [torch.full_like(r, reuse.weight) for r in rows]
+        if reuse.correction == "tis":
+            log_ratio = [data["old_log_probs"][i].float() - data["rollout_log_probs"][i].float()
+                         for i in range(len(keys))]
+            ratio = [torch.exp(torch.clamp(lr, max=20.0)).clamp(max=reuse.is_cap) for lr in log_ratio]
+            factors = [f * r for f, r in zip(factors, ratio)]
+            metrics.update({"rollout/reused_log_ratio_mean": float(torch.cat(log_ratio).mean()),
+                            "rollout/reused_is_weight_mean": float(torch.cat(ratio).mean()),
+                            "rollout/reused_is_capped_frac": float((torch.cat(ratio) >= reuse.is_cap).float().mean())})
+        if reuse.correction != "none" or reuse.weight != 1.0:
+            scaled = torch.nested.as_nested_tensor([r * f for r, f in zip(rows, factors)], layout=torch.jagged)
             tq.kv_batch_put(keys=keys, partition_id=batch.partition_id,
                             fields=TensorDict({"advantages": scaled}, batch_size=len(keys)))
-        return {"rollout/reused_adv_mean": mean, "rollout/reused_weight": weight}
+        return metrics
 
     def in_update(self, batch: KVBatchMeta) -> dict[str, float]:
         """How many reused rows the actor update receives (they reach the loss through verl's own path)."""

@@ -52,6 +52,7 @@ from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
 from .supervise import run_metrics
 from .tq_feedback import FeedbackReplayBuffer, Outcomes, generated_keys, read_outcomes
+from .update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
 from .verl_api import actor_dp_size, gen_batch_size, set_training_horizon
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class HeapaTrainer(PPOTrainerSync):
         self.rollout_cost = RolloutCost()
         self._last_pass_rates: dict[int, float] = {}
         self.ar3po = self._build_ar3po(config)
+        self._update_plan: UpdatePlan | None = None  # AR3PO: this step's actor update (update_plan.py)
         super().__init__(config)
 
     # ------------------------------------------------------------------------------------------- building
@@ -90,6 +92,10 @@ class HeapaTrainer(PPOTrainerSync):
             raise HeapaConfigError(f"heapa.ar3po.enabled=true needs actor_rollout_ref.rollout.agent."
                                    f"agent_loop_manager_class={AR3PO_MANAGER} (or a subclass), got {fqn}")
         with_log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
+        if self.heapa.ar3po.reuse.enabled and self.heapa.ar3po.reuse.correction == "tis" and not with_log_probs:
+            raise HeapaConfigError("heapa.ar3po.reuse.correction=tis needs the behaviour log-probs of banked "
+                                   "responses: set actor_rollout_ref.rollout.calculate_log_probs=true (the ar3po "
+                                   "presets do), or heapa.ar3po.reuse.correction=none")
         return Ar3poStage(self.heapa.ar3po, self.heapa.feedback.acc_field, with_log_probs)
 
     def _build_strategy(self):
@@ -152,6 +158,8 @@ class HeapaTrainer(PPOTrainerSync):
             self.augment = AugmentationStage(h.augmentation, h.teacher, self.tokenizer, self.train_dataset.pool,
                                              self.lineage, seed=h.seed, instruction_suffix=h.rows.instruction_suffix,
                                              suffix_separator=h.rows.suffix_separator)
+        if self.ar3po is not None and self.ar3po.bank.capacity is None:  # reuse.capacity: 0 = one entry per seed
+            self.ar3po.size_bank(len(self.train_dataset), int(data.max_response_length))
         set_training_horizon(self, len(self.train_dataset))  # verl's rule for a fixed dataset (verl_api.py)
         # A large pool is millions of long-lived objects: freezing them keeps Python's full GC passes (0.6 s at
         # 10^6 records, docs/pool.md) off the per-step path.
@@ -239,15 +247,28 @@ class HeapaTrainer(PPOTrainerSync):
 
     # ------------------------------------------------------------------------------------------- AR3PO hooks
     # verl's _step_once: sample -> balance -> old_log_prob -> ref -> advantage -> update. Reuse joins before the
-    # balance (reused rows are balanced and get old log-probs from the current actor like any other row); the
-    # loss weight applies to their advantages; the update counts them.
+    # balance (reused rows are balanced and get old log-probs from the current actor like any other row); with
+    # AR3PO's uneven groups the update keeps GRPO's update count and per-row loss scale (update_plan.py).
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
-        if self.ar3po is not None:
-            with marked_timer("ar3po_reuse", self.timing_raw):
-                batch, ar3po_metrics = self.ar3po.on_batch(batch, self.global_steps)
-            metrics.update(ar3po_metrics)
-            self.rollout_cost.discarded(*self.ar3po.take_discarded())
-        return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+        if self.ar3po is None:
+            return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix,
+                                          keep_minibatch=keep_minibatch)
+        with marked_timer("ar3po_reuse", self.timing_raw):
+            batch, ar3po_metrics = self.ar3po.on_batch(batch, self.global_steps)
+        metrics.update(ar3po_metrics)
+        self.rollout_cost.discarded(*self.ar3po.take_discarded())
+        real = [k for k, tag in zip(batch.keys, batch.tags) if not tag.get("is_padding", False)]
+        groups = len({k.rsplit("_", 2)[0] for k in real})
+        dp = self._actor_dp_size()
+        self._update_plan = plan_update(len(real), groups, Batching.from_config(self.config, dp))
+        batch = super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
+        batch.reorder(spread_padding([t.get("is_padding", False) for t in batch.tags], dp, self._update_plan.updates))
+        return batch
+
+    def _get_required_batch_multiple(self, dp_size: int) -> int:
+        if self._update_plan is None:
+            return super()._get_required_batch_multiple(dp_size)
+        return self._update_plan.multiple
 
     def _compute_advantage(self, batch, metrics):
         batch = super()._compute_advantage(batch, metrics)
@@ -259,9 +280,19 @@ class HeapaTrainer(PPOTrainerSync):
         return batch
 
     def _update_actor(self, batch, metrics):
+        plan, self._update_plan = self._update_plan, None
         if self.ar3po is not None:
             metrics.update(self.ar3po.in_update(batch))
-        return super()._update_actor(batch, metrics)
+        workers = self.actor_rollout_wg
+        self.actor_rollout_wg = tap = ActorUpdateTap(workers, plan.extra_info() if plan else None)
+        try:
+            batch = super()._update_actor(batch, metrics)
+        finally:
+            self.actor_rollout_wg = workers
+        metrics.update(tap.metrics())
+        if plan is not None:
+            metrics.update(plan.metrics())
+        return batch
 
     def on_sample_end(self):
         # The rollout is done and verl is about to put the servers to sleep: join the augmentation requests first.

@@ -11,7 +11,10 @@ Run A, 6 steps, checkpoints at 2/4/6:
   than the hard one, read from the per-record counts in the trace file;
 - reuse fires on an all-wrong group, the reused row reaches the actor update with a positive advantage, and the
   zero-advantage share drops after reuse;
-- the rollout cost adds up: responses generated = the staged groups' sizes (replaced rows counted, reused not).
+- the rollout cost adds up: responses generated = the staged groups' sizes (replaced rows counted, reused not);
+- the actor update is GRPO's: 8 prompts / ``ppo_mini_batch_size`` 4 = 2 optimizer steps per step, counted from the
+  worker's own report, each over the step's real rows / 2 (padding only to the micro-batch of 4, never in the
+  loss divisor), where verl's stock arithmetic would pad to 8 x 2 rows per update.
 Run B resumes A's ``global_step_2``: the response bank comes back from ``heapa_state.json`` (its cumulative
 counters continue instead of restarting).
 """
@@ -51,7 +54,7 @@ def _overrides(assets: Path, seeds: Path, out: Path, *, steps: int, resume_from:
         "data.shuffle=False", "data.train_batch_size=8", "data.val_batch_size=32", "data.val_max_samples=32",
         "data.max_prompt_length=64", "data.max_response_length=16",
         f"actor_rollout_ref.model.path={assets / 'model'}", "actor_rollout_ref.actor.optim.lr=1e-4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
         "heapa.ar3po.k1=1", "heapa.ar3po.k_s=1", "heapa.teacher.backend=programmatic",
@@ -110,6 +113,16 @@ def test_staged_rollout_spends_less_on_easy_prompts(runs):
     easy, hard = counts["n2_v5_a"], counts["n4_v99_m"]
     assert sum(easy) / len(easy) < sum(hard) / len(hard), counts
     assert max(hard) == 2 and min(easy) == 1
+
+
+def test_update_count_and_loss_scale_are_grpos(runs):
+    metrics, _ = runs["a"]
+    for m in metrics.values():
+        assert m["update/optimizer_steps"] == 2.0 == m["update/planned"]  # the worker ran GRPO's 8 / 4 updates
+        real = m["update/real_rows"] * 2
+        assert real == m["rollout/responses_total"]  # `replace` reuse keeps each group's size
+        assert m["update/rows"] * 2 - real == m["update/padding_rows"] < 8  # padded to a multiple of 2 x 4 only
+        assert m["update/rows"] % 4 == 0
 
 
 def test_reuse_fills_all_wrong_groups_and_reaches_the_loss(runs):

@@ -84,6 +84,15 @@ class ResponseBank:
         self._store: OrderedDict[Hashable, list[dict[str, Any]]] = OrderedDict()  # LRU first; newest entry last
         self._size = 0
         self._counters = dict.fromkeys(COUNTERS, 0)
+        self.capacity: int | None = self.reuse.capacity or None  # None: not sized yet (0 = from the dataset)
+
+    def set_capacity(self, capacity: int) -> None:
+        """Bound the bank (``reuse.capacity: 0`` is sized by the caller, e.g. from the dataset); evicts the excess."""
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < self.reuse.per_prompt:
+            raise ValueError(f"ResponseBank.set_capacity({capacity!r}): must be an integer >= per_prompt "
+                             f"({self.reuse.per_prompt})")
+        self.capacity = capacity
+        self._evict()
 
     def __len__(self) -> int:
         return self._size
@@ -152,7 +161,7 @@ class ResponseBank:
 
     def _evict(self) -> None:
         """Drop least recently used prompts until the total fits (the prompt just touched is the newest)."""
-        while self._size > self.reuse.capacity:
+        while self.capacity is not None and self._size > self.capacity:
             _, entries = self._store.popitem(last=False)
             self._size -= len(entries)
             self._counters["evicted"] += len(entries)
@@ -199,15 +208,32 @@ class ResponseBank:
         return ReusePlan(pid, self.reuse.mode, index, response, age, self.reuse.weight)
 
     def plan_reuse(
-        self, groups: Mapping[Hashable, Sequence[float]], step: int | None = None
+        self, groups: Mapping[Hashable, Sequence[float]], step: int | None = None,
+        record_of: Mapping[Hashable, Hashable] | None = None,
     ) -> dict[Hashable, ReusePlan]:
-        """``reuse_for_group`` over a step's groups; only groups that get a plan appear."""
-        plans = {}
-        for pid, accs in groups.items():
+        """``reuse_for_group`` over a step's groups; only groups that get a plan appear (keyed as ``groups``).
+
+        ``record_of`` maps a group key to its prompt id when they differ (a prompt with two groups in one batch):
+        only the first group of a prompt is considered, so one stored response is never reused twice in a step.
+        """
+        plans, seen = {}, set()
+        for key, accs in groups.items():
+            pid = record_of[key] if record_of is not None else key
+            if pid in seen:
+                continue
+            seen.add(pid)
             plan = self.reuse_for_group(pid, accs, step)
             if plan is not None:
-                plans[pid] = plan
+                plans[key] = plan
         return plans
+
+    def unapplied(self, plan: ReusePlan) -> None:
+        """A planned reuse the caller could not apply (e.g. an incompatible entry): not counted as reused."""
+        self._counters["reused"] -= 1
+
+    def ages(self, step: int) -> list[int]:
+        """Age in steps of every stored response at ``step``."""
+        return [step - e["step"] for entries in self._store.values() for e in entries]
 
     # ---- metrics and checkpointing -----------------------------------------------------------------------------
     def counters(self) -> dict[str, int]:

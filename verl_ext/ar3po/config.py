@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 REUSE_MODES = ("replace", "append")
+CORRECTIONS = ("tis", "none")
 
 
 def _fail(owner: str, name: str, value: Any, why: str) -> None:
@@ -47,20 +48,27 @@ class ReuseConfig:
     - ``mode``: ``replace`` swaps one wrong response for the stored one (group size stays fixed, so batch shapes
       and GRPO's group sizes do not change); ``append`` adds it (one more sample). *Unverified*: default replace.
     - ``per_prompt``: correct responses kept per prompt (newest win). ``capacity``: responses kept in total; when
-      full, the least recently used prompt is evicted whole (counted). The bank is saved in the recipe's
-      ``heapa_state.json`` at every checkpoint (token ids and rollout log-probs: ~15 bytes per response token), so
-      the default capacity (4096) is sized for 4k-token responses at ~250 MB; raise it knowingly.
-    - ``max_age``: a stored response older than this many steps is not reused (0 = no limit). The paper's
-      off-policy handling is *unverified*; staleness is the cheapest guard against replaying a far-off policy.
-    - ``weight``: loss weight the adapter gives reused samples (1.0 = treat as on-policy). *Unverified* knob.
+      full, the least recently used prompt is evicted whole (counted). 0 (the default) sizes it from the dataset:
+      one prompt's ``per_prompt`` responses for every seed record, so a prompt's entry survives until its next
+      visit. The bank is saved in the recipe's ``heapa_state.json`` at every checkpoint (token ids and rollout
+      log-probs: ~15 bytes per response token); the recipe logs the bound at start.
+    - ``max_age``: a stored response older than this many steps is not reused (0 = no limit). Default 64: at the
+      paper's scale (17k prompts, 512 per step) a prompt returns every ~34 steps, so a tighter limit would disable
+      reuse there; ``correction`` handles the policy gap within it.
+    - ``correction``: ``tis`` multiplies each reused token's advantage by the truncated importance ratio
+      ``min(is_cap, pi_now / pi_behaviour)`` (the behaviour log-probs are the ones stored with the response; needs
+      ``rollout.calculate_log_probs``); ``none`` treats the reused response as on-policy (ratio 1).
+    - ``weight``: loss weight the adapter gives reused samples on top (1.0 = no extra weight). *Unverified* knob.
     - ``mark_field``: the per-sample batch field (bool) that marks reused samples, for metrics and loss weights.
     """
 
     enabled: bool = True
     mode: str = "replace"
     per_prompt: int = 1
-    capacity: int = 4096
-    max_age: int = 0
+    capacity: int = 0
+    max_age: int = 64
+    correction: str = "tis"
+    is_cap: float = 2.0
     weight: float = 1.0
     mark_field: str = "ar3po_reused"
 
@@ -71,9 +79,16 @@ class ReuseConfig:
         if self.mode not in REUSE_MODES:
             _fail(o, "mode", self.mode, f"must be one of {REUSE_MODES}")
         _check_int(o, self, "per_prompt", 1)
-        _check_int(o, self, "capacity", 1)
+        _check_int(o, self, "capacity", 0)
         _check_int(o, self, "max_age", 0)
-        if self.capacity < self.per_prompt:
+        if self.correction not in CORRECTIONS:
+            _fail(o, "correction", self.correction, f"must be one of {CORRECTIONS}")
+        if isinstance(self.is_cap, bool) or not isinstance(self.is_cap, (int, float)) or not (
+            math.isfinite(self.is_cap) and self.is_cap > 0.0
+        ):
+            _fail(o, "is_cap", self.is_cap, "must be a finite number > 0")
+        self.is_cap = float(self.is_cap)
+        if self.capacity and self.capacity < self.per_prompt:
             _fail(o, "capacity", self.capacity, f"must be >= per_prompt ({self.per_prompt})")
         if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not (
             math.isfinite(self.weight) and self.weight >= 0.0

@@ -27,16 +27,18 @@ def finish_step(
     bank: ResponseBank,
     step: int | None = None,
     prefix: str = "rollout/",
+    record_of: Mapping[Hashable, Hashable] | None = None,
 ) -> StepOutcome:
     """Plan reuse for all-wrong groups and report signal before/after, cost per prompt and the bank's state.
 
     Storing this step's fresh correct responses (``bank.put_correct``) is the caller's job, since only it holds
     the payloads; doing it before or after this call is equivalent (a group with a fresh correct response is
-    not all-wrong, so it is never a reuse target).
+    not all-wrong, so it is never a reuse target). ``groups`` may be keyed by group (``record_of`` then maps each
+    to its prompt id): every group is counted, only a prompt's first group can get a reuse.
     """
     threshold = bank.config.success_threshold
     before = group_stats(groups, threshold)
-    plans = bank.plan_reuse(groups, step)
+    plans = bank.plan_reuse(groups, step, record_of)
     after_groups = {pid: (plans[pid].apply(accs) if pid in plans else list(accs)) for pid, accs in groups.items()}
     after = group_stats(after_groups, threshold)
     metrics = {

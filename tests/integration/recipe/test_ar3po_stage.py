@@ -9,6 +9,7 @@ verl's own ``list_of_dict_to_tensordict``. The real TransferQueue path runs in t
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -100,9 +101,9 @@ def tq(monkeypatch):
     return fake
 
 
-def _stage(mode="replace", weight=1.0):
+def _stage(mode="replace", weight=1.0, correction="none"):
     cfg = AR3POConfig(enabled=True, k1=2, k_s=2, max_stages=2, max_per_prompt=4,
-                      reuse=ReuseConfig(mode=mode, weight=weight))
+                      reuse=ReuseConfig(mode=mode, weight=weight, correction=correction, capacity=64))
     return Ar3poStage(cfg, "acc", with_log_probs=True)
 
 
@@ -152,6 +153,50 @@ def test_reuse_weight_scales_only_reused_advantages(tq):
     reused = next(iter(stage.reused_keys))
     assert tq.rows[reused]["advantages"].tolist() == pytest.approx([0.2])
     assert all(tq.rows[k]["advantages"].tolist() == pytest.approx([-0.2]) for k in out.keys if k != reused)
+
+
+def test_tis_corrects_reused_advantages_by_the_capped_policy_ratio(tq):
+    stage = _stage(weight=0.5, correction="tis")
+    stage.on_batch(_step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)  # banked log-probs [-.1, -.2]
+    out, _ = stage.on_batch(_step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    reused = next(iter(stage.reused_keys))
+    for key in out.keys:
+        n = tq.rows[key]["responses"].numel()
+        tq.rows[key]["advantages"] = torch.full((n,), 0.8 if key == reused else -0.2)
+        tq.rows[key]["old_log_probs"] = torch.zeros(n)
+    # today's policy: the first token 1.5x as likely as when it was written, the second 5x (capped at 2)
+    tq.rows[reused]["old_log_probs"] = torch.tensor([-0.1 + math.log(1.5), -0.2 + math.log(5.0)])
+    m = stage.after_advantage(out)
+    assert tq.rows[reused]["advantages"].tolist() == pytest.approx([0.8 * 0.5 * 1.5, 0.8 * 0.5 * 2.0])
+    assert all(tq.rows[k]["advantages"].tolist() == pytest.approx([-0.2]) for k in out.keys if k != reused)
+    assert m["rollout/reused_is_weight_mean"] == pytest.approx(1.75)
+    assert m["rollout/reused_is_capped_frac"] == pytest.approx(0.5)
+    assert m["rollout/reused_log_ratio_mean"] == pytest.approx((math.log(1.5) + math.log(5.0)) / 2)
+
+
+def test_every_group_is_counted_and_metrics_count_applied_reuses(tq):
+    stage = _stage()
+    stage.on_batch(_step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
+    # record 7 twice in one batch (a reinserted record), both groups all wrong; record 9 all wrong, nothing banked
+    wrong = [([30 + i], 0.0) for i in range(4)]
+    out, m = stage.on_batch(_step(tq, {"a": (7, wrong), "b": (7, wrong), "c": (9, wrong)}, 4), step=4)
+    assert stage.counts == {7: [8, 0], 9: [4, 0]}  # both groups of record 7 accounted
+    assert m["rollout/responses_total"] == 12 and m["rollout/all_wrong_frac"] == 1.0
+    assert m["rollout/reused"] == 1 and stage.reused_records == [7]  # one stored response, used once
+    assert m["rollout/reuse_hit_rate"] == pytest.approx(1 / 3) and m["rollout/reused_frac"] == pytest.approx(1 / 3)
+    assert m["rollout/reused_age_mean"] == 3.0 and m["rollout/bank_age_max"] == 3.0
+    assert m["rollout/score_generated_mean"] == 0.0 and m["rollout/score_trained_mean"] == pytest.approx(1 / 12)
+    assert m["rollout/bank_reused_total"] == 1.0
+
+
+def test_an_unapplied_reuse_is_not_counted(tq):
+    stage = _stage()
+    stage.on_batch(_step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
+    entries = stage.bank._store[7]
+    entries[-1]["rollout_log_probs"] = None  # e.g. stored before calculate_log_probs was switched on
+    out, m = stage.on_batch(_step(tq, {"v": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    assert m["rollout/reused"] == 0 and m["rollout/reuse_incompatible_total"] == 1
+    assert m["rollout/bank_reused_total"] == 0.0
 
 
 def test_bank_survives_a_json_checkpoint(tq):

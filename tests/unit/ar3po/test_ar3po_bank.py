@@ -133,3 +133,26 @@ def test_load_into_smaller_bank_trims_and_counts():
         small.load_state_dict({**a.state_dict(), "schema_version": 0})
     with pytest.raises(ValueError, match="unknown counters"):
         small.load_state_dict({**a.state_dict(), "counters": {"bogus": 1}})
+
+
+def test_capacity_zero_is_sized_by_the_caller_and_ages_are_reported():
+    bank = ResponseBank(_cfg(per_prompt=1))  # capacity 0: unbounded until sized (the recipe: one per seed record)
+    for pid in range(5):
+        bank.put(pid, _resp(pid), step=pid)
+    assert bank.capacity is None and len(bank) == 5
+    assert sorted(bank.ages(10)) == [6, 7, 8, 9, 10]
+    bank.set_capacity(3)
+    assert len(bank) == 3 and 0 not in bank and 4 in bank
+    with pytest.raises(ValueError, match="per_prompt"):
+        bank.set_capacity(0)
+
+
+def test_default_age_limit_and_one_reuse_per_prompt_per_step():
+    bank = ResponseBank(_cfg())
+    bank.put(7, _resp(1), step=0)
+    assert bank.reuse_for_group(7, [0.0], step=65) is None and bank.counters()["stale"] == 1  # max_age 64
+    bank.put(7, _resp(3), step=60)
+    plans = bank.plan_reuse({"g1": [0.0, 0.0], "g2": [0.0]}, step=61, record_of={"g1": 7, "g2": 7})
+    assert list(plans) == ["g1"] and plans["g1"].age == 1
+    bank.unapplied(plans["g1"])
+    assert bank.counters()["reused"] == 0
