@@ -2,10 +2,13 @@
 
 HIVE (arXiv 2603.25184) prunes history-ranked candidates whose utility went stale, using the *prompt entropy* under
 the current policy as a cheap proxy (a forward pass, no generation). ``PromptEntropyProbe`` is the strategy's
-``prompt_entropy(ids) -> {id: H}`` callback: H is the mean, over the prompt's positions, of the entropy of the
-actor's next-token distribution (at the rollout temperature); the last position is the distribution over the first
-response token. ``heapa.hive.tail_tokens`` averages over the last N positions only (the chat template's fixed
-tokens weigh less).
+``prompt_entropy(ids) -> {id: H}`` callback: H is the mean entropy of the actor's next-token distribution (at the
+rollout temperature) over the last ``heapa.hive.tail_tokens`` positions of the rendered prompt (default 2: the end
+of the assistant header and the distribution over the first response token, i.e. the policy's uncertainty as it
+starts to answer; 0 = every position, which mostly measures how surprising the question text and template are).
+``scripts/hive_probe_study.py`` measured the variants on the tiny CPU model (docs/hive.md has the table). When
+the probe returns the same value for every candidate of a call (a template that forces the first response
+tokens, e.g. ``<think>``, makes the tail deterministic) it warns once: raise ``tail_tokens`` then.
 
 Where it runs (verl 0.9.1, V1 sync trainer): selection is lazy, inside ``prepare_step`` -> ``_fetch_one_gen_batch``
 (and DAPO refills inside ``replay_buffer.sample``), so the probe runs there. The actor worker group answers
@@ -60,6 +63,7 @@ from verl.utils.tokenizer import normalize_token_ids
 
 logger = logging.getLogger(__name__)
 PARTITION = "hive_verify"
+FLAT_EPS = 1e-6  # candidates whose probe values all lie this close cannot be told apart
 DEFAULT_MAX_TOKENS = 4096  # tokens per probe forward micro-batch per GPU (heapa.hive.probe_max_tokens; see above)
 
 
@@ -75,8 +79,9 @@ def probe_row(prompt_ids: Sequence[int], placeholder: int) -> dict[str, torch.Te
             "loss_mask": mask.clone(), "attention_mask": torch.ones_like(input_ids)}
 
 
-def mean_prompt_entropy(entropy: torch.Tensor, prompt_len: int, tail_tokens: int = 0) -> float:
-    """Mean entropy over positions ``[0, prompt_len)`` (the last ``tail_tokens`` of them when > 0)."""
+def mean_prompt_entropy(entropy: torch.Tensor, prompt_len: int, tail_tokens: int = 2) -> float:
+    """Mean entropy over the last ``tail_tokens`` of positions ``[0, prompt_len)`` (all of them when 0); position
+    ``prompt_len - 1`` is the distribution over the first response token."""
     values = entropy[:prompt_len].float()
     if tail_tokens:
         values = values[-tail_tokens:]
@@ -87,7 +92,7 @@ class PromptEntropyProbe:
     """``ids -> {id: prompt entropy}`` through the actor (see the module docstring); accumulates its cost."""
 
     def __init__(self, dataset: Any, tokenizer: Any, actor_wg: Callable[[], Any], dp_size: Callable[[], int], *,
-                 temperature: float, prompt_length: int, micro_batch_size: int | None = None, tail_tokens: int = 0,
+                 temperature: float, prompt_length: int, micro_batch_size: int | None = None, tail_tokens: int = 2,
                  chat_template_kwargs: dict | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
                  max_token_len_per_gpu: int | None = None, remove_padding: bool = True) -> None:
         self.dataset, self.tokenizer = dataset, tokenizer
@@ -99,6 +104,7 @@ class PromptEntropyProbe:
         self.temperature, self.prompt_length, self.tail_tokens = float(temperature), int(prompt_length), tail_tokens
         self.chat_template_kwargs = {k: v for k, v in (chat_template_kwargs or {}).items()
                                      if k not in ("tokenize", "return_dict", "return_tensors")}
+        self._warned_flat = False
         self.placeholder = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
         self._reset()
 
@@ -137,6 +143,12 @@ class PromptEntropyProbe:
             tq.kv_clear(keys=keys, partition_id=PARTITION)
         out = {rid: mean_prompt_entropy(data["entropy"][j], len(prompts[j]), self.tail_tokens)
                for j, rid in enumerate(ids)}
+        values = list(out.values())
+        if len(values) > 1 and max(values) - min(values) < FLAT_EPS and not self._warned_flat:
+            self._warned_flat = True
+            logger.warning("hive: the prompt-entropy probe returned %.3g for all %d candidates over the last %d "
+                           "prompt positions: it cannot tell them apart (a forced response prefix?); raise "
+                           "heapa.hive.tail_tokens", values[0], len(values), self.tail_tokens)
         self.seconds += time.perf_counter() - start
         self.tokens += sum(len(p) + 1 for p in prompts)
         self.prompts += len(ids)

@@ -42,14 +42,16 @@ class HiveSettings:
     """HIVE's online verification in the recipe (``heapa.hive``); used when ``heapa.selection.name=hive``.
 
     ``verify``: run the actor's prompt-entropy pass for HIVE's candidates (off = history-only selection).
-    ``tail_tokens``: average the next-token entropy over the last N prompt positions only (0 = all positions,
-    template tokens included; the last position is the policy's distribution over its first response token).
+    ``tail_tokens``: average the next-token entropy over the last N prompt positions (the last one is the policy's
+    distribution over its first response token, the one before it the end of the assistant header); 0 = all
+    positions, which measures how surprising the prompt text and template are rather than the answer. Default 2,
+    chosen by ``scripts/hive_probe_study.py`` (figures in docs/hive.md).
     ``probe_max_tokens``: tokens per forward micro-batch per GPU of that pass, which runs beside the awake rollout
     servers (the memory arithmetic is in ``hive_verify.py``'s docstring).
     """
 
     verify: bool = True
-    tail_tokens: int = 0
+    tail_tokens: int = 2
     probe_max_tokens: int = 4096
 
     def __post_init__(self) -> None:

@@ -3,24 +3,37 @@
 The learning signal sits at the "learning edge" (intermediate difficulty and high uncertainty), which moves as the
 policy trains, so history alone goes stale. Two stages per batch of k:
 
-1. **History** (coarse, free): per record a recency-weighted pass rate
-   ``p = S/W`` with ``S <- decay*S + s``, ``W <- decay*W + 1`` per visit, and a recency-weighted history of its
-   prompt entropy ``H``. Utility ``u = 4 p (1-p) + entropy_weight * H / max(H)`` (both terms in [0, 1]). The top
-   ``ceil(candidate_ratio * k)`` records by utility are the candidates.
-2. **Online verification** (cheap: a forward pass per prompt, no generation): ``prompt_entropy(ids) -> {id: H}``
-   measures each candidate under the current policy. A candidate is pruned when its entropy collapsed relative to
-   its history (``H_now < collapse_ratio * H_hist``) or is in the lowest ``prune_quantile`` of the candidates. The
-   batch is the top k survivors by utility; when too few survive it is filled from the records ranked just below
-   the candidates (unverified), and only then from the pruned ones. Measured entropies update the history.
+1. **History** (coarse, free). Per record a recency-weighted pass rate ``p = S/W`` (``S <- decay*S + s``,
+   ``W <- decay*W + 1`` per visit) and an entropy term ``h`` in [0, 1]; utility ``u = 4 p (1-p) +
+   entropy_weight * h``. Two entropies exist and they live on different scales (response-token entropy of the
+   record's rollouts, prompt entropy of the probe), so each is normalised against its *own* history: ``h`` is
+   the record's percentile rank among the last ``norm_window`` measurements of the same kind (ties count half).
+   ``h`` = rank of its recency-weighted response entropy when the record was trained, else rank of its
+   recency-weighted prompt entropy when it was verified, else ``h0`` (never seen: optimistic, so it gets tried).
+   The top ``ceil(candidate_ratio * k)`` *eligible* records by utility are the candidates.
+2. **Online verification** (a forward pass per prompt, no generation): ``prompt_entropy(ids) -> {id: H}`` measures
+   each candidate under the current policy. A candidate is **pruned** when
+   - *collapsed*: it has a prompt-entropy history and ``H_now < collapse_ratio * H_hist``, or
+   - *low*: ``H_now`` ranks below ``prune_quantile`` among the last ``norm_window`` prompt-entropy measurements
+     taken before this verification (the candidates' own values at the very first one).
+   Pruning sticks: a pruned record is not eligible again until ``reverify_after`` steps have passed; then it may
+   become a candidate, is measured again, and is cleared when it passes (or pruned again, the clock restarted).
+   Only when fewer than ``candidate_ratio * k`` records are eligible do the most useful pruned ones join the
+   candidates early (and are measured again) — a small pool is never starved.
+   The batch is the top k survivors by utility, then the eligible records ranked just below the candidates
+   (unverified), and only then the pruned candidates (``hive/pruned_selected`` counts them). Every measurement
+   updates the record's prompt-entropy history and the reference window.
 
-In the recipe ``prompt_entropy`` is a forward pass of the policy; in the simulator a function of the latent solve
-probability. Without a callback stage 2 is skipped (history-only selection, reported as ``select/verified = 0``).
+In the recipe ``prompt_entropy`` is a forward pass of the policy (``recipe/heapa/hive_verify.py``); in the simulator
+a function of the latent solve probability. Without a callback stage 2 is skipped (history-only selection, nothing
+pruned, ``select/verified = 0``). ``observe_response_entropy`` takes each trained record's response entropy.
 
 *Unverified* (the paper's exact formula was not available; all are knobs): the utility's form and
-``entropy_weight`` (0.5), ``decay`` (0.7), ``entropy_decay`` (0.5), ``p0`` (0.5) and ``h0`` (1.0, the normalised
-entropy of a record never verified: optimistic, so new records get tried), ``candidate_ratio`` (2.0),
-``collapse_ratio`` (0.5), ``prune_quantile`` (0.1), and the fill order. O(n + k log k) per step; statistics and
-RNG are checkpointed; the callback is never pickled.
+``entropy_weight`` (0.5), ``decay`` (0.7), ``entropy_decay`` (0.5), ``p0`` (0.5), ``h0`` (1.0),
+``candidate_ratio`` (2.0), ``collapse_ratio`` (0.5), ``prune_quantile`` (0.1), ``reverify_after`` (8 steps),
+``norm_window`` (4096) and the fill order. O(n + k log k + w) per step; statistics, reference windows and RNG are
+checkpointed; the callback is never pickled. Scalars: ``select/*`` (the last selection) and ``hive/*`` (the step's
+selections together: ``hive/prune_rate`` = pruned / verified).
 """
 
 from __future__ import annotations
@@ -30,22 +43,61 @@ from typing import Any
 
 import numpy as np
 
-from verl_ext.selection.table import TableStrategy, check_k, check_number, results_arrays, top_k
 from verl_ext.selection.registry import register_strategy
+from verl_ext.selection.table import TableStrategy, check_k, check_number, results_arrays, top_k
 
 EntropyFn = Callable[[list[int]], Mapping[int, float]]
+HIVE_STATE_VERSION = 2  # 2: per-source reference windows, sticky pruning (``pruned_at``)
+_STEP_COUNTERS = ("verified", "pruned", "collapsed", "low", "cleared", "pruned_selected", "from_rest", "selected")
+
+
+class RunningRank:
+    """Percentile rank against the last ``window`` values of one source (a bounded, checkpointed reference)."""
+
+    def __init__(self, window: int) -> None:
+        self.window = int(window)
+        self._values = np.empty(0)
+        self._sorted: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def add(self, values: np.ndarray) -> None:
+        self._values = np.concatenate([self._values, np.asarray(values, dtype=np.float64)])[-self.window:]
+        self._sorted = None
+
+    def rank(self, values: np.ndarray) -> np.ndarray:
+        """Fraction of the reference below each value, ties counting half; NaN where the value is NaN or the
+        reference is empty."""
+        values = np.asarray(values, dtype=np.float64)
+        if not len(self._values):
+            return np.full(len(values), np.nan)
+        if self._sorted is None:
+            self._sorted = np.sort(self._values)
+        lo = np.searchsorted(self._sorted, values, side="left")
+        hi = np.searchsorted(self._sorted, values, side="right")
+        out = (lo + hi) / (2.0 * len(self._sorted))
+        return np.where(np.isnan(values), np.nan, out)
+
+    def state_dict(self) -> list[float]:
+        return self._values.tolist()
+
+    def load_state_dict(self, values: list[float]) -> None:
+        self._values = np.asarray(values, dtype=np.float64)[-self.window:]
+        self._sorted = None
 
 
 @register_strategy("hive")
 class HiveStrategy(TableStrategy):
-    """History-ranked candidates, pruned by an online entropy check. See the module docstring."""
+    """History-ranked candidates, pruned by an online entropy check that sticks. See the module docstring."""
 
     COLUMNS = {"rate_sum": 0.0, "rate_weight": 0.0, "ent_sum": 0.0, "ent_weight": 0.0, "resp_sum": 0.0,
-               "resp_weight": 0.0}
+               "resp_weight": 0.0, "pruned_at": -1.0}
 
     def __init__(self, prompt_entropy: EntropyFn | None = None, candidate_ratio: float = 2.0,
                  entropy_weight: float = 0.5, decay: float = 0.7, entropy_decay: float = 0.5, p0: float = 0.5,
-                 h0: float = 1.0, collapse_ratio: float = 0.5, prune_quantile: float = 0.1, seed: int = 0) -> None:
+                 h0: float = 1.0, collapse_ratio: float = 0.5, prune_quantile: float = 0.1, reverify_after: int = 8,
+                 norm_window: int = 4096, seed: int = 0) -> None:
         super().__init__(seed)
         if prompt_entropy is not None and not callable(prompt_entropy):
             raise ValueError(f"hive.prompt_entropy must be a callable ids -> {{id: entropy}}, got {prompt_entropy!r}")
@@ -58,27 +110,53 @@ class HiveStrategy(TableStrategy):
         self.h0 = check_number("hive.h0", h0, 0.0, 1.0)
         self.collapse_ratio = check_number("hive.collapse_ratio", collapse_ratio, 0.0, 1.0)
         self.prune_quantile = check_number("hive.prune_quantile", prune_quantile, 0.0, 1.0, high_open=True)
+        self.reverify_after = _check_int("hive.reverify_after", reverify_after, 1)
+        self.norm_window = _check_int("hive.norm_window", norm_window, 1)
+        self.ref_prompt = RunningRank(self.norm_window)  # prompt entropies the probe measured
+        self.ref_response = RunningRank(self.norm_window)  # response entropies of trained records
+        self._step: int | None = None
+        self._counts = dict.fromkeys(_STEP_COUNTERS, 0)
+        self._blocked = 0
 
     # ------------------------------------------------------------------ history
+    def _mean(self, total: str, weight: str, ids: np.ndarray, empty: float) -> np.ndarray:
+        w = self.stats.get(weight, ids)
+        return np.where(w > 0, self.stats.get(total, ids) / np.maximum(w, 1e-12), empty)
+
     def pass_rate(self, ids: np.ndarray) -> np.ndarray:
         """Recency-weighted pass rate (``p0`` where never observed)."""
-        w = self.stats.get("rate_weight", ids)
-        return np.where(w > 0, self.stats.get("rate_sum", ids) / np.maximum(w, 1e-12), self.p0)
+        return self._mean("rate_sum", "rate_weight", ids, self.p0)
 
     def history_entropy(self, ids: np.ndarray) -> np.ndarray:
         """Recency-weighted measured prompt entropy (NaN where never measured)."""
-        w = self.stats.get("ent_weight", ids)
-        return np.where(w > 0, self.stats.get("ent_sum", ids) / np.maximum(w, 1e-12), np.nan)
+        return self._mean("ent_sum", "ent_weight", ids, np.nan)
 
     def response_entropy(self, ids: np.ndarray) -> np.ndarray:
         """Recency-weighted entropy of the record's past responses (NaN where none was observed)."""
-        w = self.stats.get("resp_weight", ids)
-        return np.where(w > 0, self.stats.get("resp_sum", ids) / np.maximum(w, 1e-12), np.nan)
+        return self._mean("resp_sum", "resp_weight", ids, np.nan)
+
+    def normalised_entropy(self, ids: np.ndarray) -> np.ndarray:
+        """The utility's entropy term in [0, 1]: the response entropy's rank among recent response entropies where
+        the record was trained, else its prompt entropy's rank among recent prompt entropies, else ``h0``."""
+        ids = np.asarray(ids, dtype=np.int64)
+        h = self.ref_response.rank(self.response_entropy(ids))
+        missing = np.isnan(h)
+        if missing.any():
+            h[missing] = self.ref_prompt.rank(self.history_entropy(ids[missing]))
+        return np.where(np.isnan(h), self.h0, h)
+
+    def utility(self, ids: np.ndarray) -> np.ndarray:
+        p = self.pass_rate(ids)
+        return 4.0 * p * (1.0 - p) + self.entropy_weight * self.normalised_entropy(ids)
+
+    def pruned(self, ids: np.ndarray) -> np.ndarray:
+        """Whether each record is pruned (waiting for a verification that clears it)."""
+        return self.stats.get("pruned_at", ids) >= 0
 
     def observe_response_entropy(self, entropies: Mapping[int, float], step: int) -> None:
         """The step's mean response-token entropy per record (the trainer reads it from verl's old-log-prob pass):
-        the paper's history entropy. Where a record has one, the utility uses it; the collapse check of stage 2
-        keeps comparing prompt entropies with prompt entropies."""
+        the paper's history entropy. It feeds the utility (ranked among response entropies) only; the collapse
+        check of stage 2 keeps comparing prompt entropies with prompt entropies."""
         if not entropies:
             return
         ids = np.fromiter((int(i) for i in entropies), dtype=np.int64, count=len(entropies))
@@ -89,37 +167,42 @@ class HiveStrategy(TableStrategy):
         s, w = self.stats.column("resp_sum"), self.stats.column("resp_weight")
         s[rows] = self.entropy_decay * s[rows] + h
         w[rows] = self.entropy_decay * w[rows] + 1.0
-
-    def utility(self, ids: np.ndarray) -> np.ndarray:
-        p = self.pass_rate(ids)
-        resp = self.response_entropy(ids)
-        h = np.where(np.isnan(resp), self.history_entropy(ids), resp)
-        known = ~np.isnan(h)
-        scale = float(np.max(h[known])) if known.any() else 0.0
-        h_norm = np.full(len(ids), self.h0)
-        if scale > 0:
-            h_norm[known] = h[known] / scale
-        return 4.0 * p * (1.0 - p) + self.entropy_weight * h_norm
+        self.ref_response.add(h)
 
     # ------------------------------------------------------------------ selection
     def select(self, pool: Any, k: int, step: int) -> list[int]:
         k = check_k(k)
+        self._start_step(step)
         self.stats.maybe_prune(pool)
         ids = pool.available_ids()
         k = min(k, len(ids))
         n_cand = min(len(ids), int(np.ceil(self.candidate_ratio * k)))
+        u = self.utility(ids)
+        pruned_at = self.stats.get("pruned_at", ids)
+        blocked = (pruned_at >= 0) & (step - pruned_at < self.reverify_after)
+        open_pos, blocked_pos = np.flatnonzero(~blocked), np.flatnonzero(blocked)
         # Rank only as deep as the batch can reach: the candidates plus k fill records below them.
-        ranked = top_k(self.utility(ids), n_cand + k, self._rng)
+        ranked = open_pos[top_k(u[open_pos], n_cand + k, self._rng)]
         cand, rest = ranked[:n_cand], ranked[n_cand:]
-        survivors, pruned = self._verify(ids, cand)
-        order = np.concatenate([survivors, rest, pruned]).astype(np.int64)
-        chosen = ids[order[:k]]
+        if len(cand) < n_cand:  # too few eligible: the most useful pruned records are measured again early
+            early = blocked_pos[top_k(u[blocked_pos], n_cand - len(cand), self._rng)]
+            cand = np.concatenate([cand, early])
+            cand = cand[np.argsort(-u[cand], kind="stable")]
+        survivors, pruned = self._verify(ids, cand, step)
+        order = np.concatenate([survivors, rest, pruned]).astype(np.int64)[:k]
+        from_rest = int(np.isin(order, rest).sum())
+        n_pruned = int(np.isin(order, pruned).sum())
+        self._counts["from_rest"] += from_rest
+        self._counts["pruned_selected"] += n_pruned
+        self._counts["selected"] += len(order)
+        self._blocked = int(blocked.sum())
         self._last.update({"select/n_candidates": float(n_cand),
-                           "select/frac_from_rest": float(np.mean(np.isin(order[:k], rest))) if k else 0.0})
-        return self._take(pool, chosen, step)
+                           "select/frac_from_rest": from_rest / len(order) if len(order) else 0.0})
+        return self._take(pool, ids[order], step)
 
-    def _verify(self, ids: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Stage 2: split candidate positions (kept in utility order) into survivors and pruned."""
+    def _verify(self, ids: np.ndarray, cand: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """Stage 2: split candidate positions (kept in utility order) into survivors and pruned; record the
+        measurements and the prune state (set on pruned candidates, cleared on survivors)."""
         if self.prompt_entropy is None or not len(cand):
             self._last = {"select/verified": 0.0, "select/frac_pruned": 0.0}
             return cand, cand[:0]
@@ -133,18 +216,25 @@ class HiveStrategy(TableStrategy):
             raise ValueError("hive: prompt_entropy must return finite, non-negative entropies")
         h_hist = self.history_entropy(cand_ids)
         collapsed = ~np.isnan(h_hist) & (h_now < self.collapse_ratio * np.nan_to_num(h_hist))
-        low = h_now < np.quantile(h_now, self.prune_quantile) if self.prune_quantile > 0 else np.zeros(len(cand), bool)
+        if len(self.ref_prompt):
+            low = self.ref_prompt.rank(h_now) < self.prune_quantile
+        else:  # the very first verification: the candidates are their own reference
+            first = RunningRank(len(h_now))
+            first.add(h_now)
+            low = first.rank(h_now) < self.prune_quantile
         prune = collapsed | low
-        self._record_entropy(cand_ids, h_now)
-        self._last = {"select/verified": float(len(cand)), "select/frac_pruned": float(prune.mean()),
-                      "select/frac_collapsed": float(collapsed.mean())}
-        return cand[~prune], cand[prune]
-
-    def _record_entropy(self, ids: np.ndarray, h_now: np.ndarray) -> None:
-        rows = self.stats.ensure(ids)
+        rows = self.stats.ensure(cand_ids)
+        was_pruned = self.stats.column("pruned_at")[rows] >= 0
+        self.stats.column("pruned_at")[rows] = np.where(prune, float(step), -1.0)
         s, w = self.stats.column("ent_sum"), self.stats.column("ent_weight")
         s[rows] = self.entropy_decay * s[rows] + h_now
         w[rows] = self.entropy_decay * w[rows] + 1.0
+        self.ref_prompt.add(h_now)
+        for key, n in (("verified", len(cand)), ("pruned", prune.sum()), ("collapsed", collapsed.sum()),
+                       ("low", low.sum()), ("cleared", (was_pruned & ~prune).sum())):
+            self._counts[key] += int(n)
+        self._last = {"select/verified": float(len(cand)), "select/frac_pruned": float(prune.mean())}
+        return cand[~prune], cand[prune]
 
     def observe(self, results: Mapping[int, tuple[int, int]], step: int) -> None:
         ids, passes, n = results_arrays(results)
@@ -152,3 +242,43 @@ class HiveStrategy(TableStrategy):
         s, w = self.stats.column("rate_sum"), self.stats.column("rate_weight")
         s[rows] = self.decay * s[rows] + passes / n
         w[rows] = self.decay * w[rows] + 1.0
+
+    # ------------------------------------------------------------------ metrics and state
+    def _start_step(self, step: int) -> None:
+        if step != self._step:  # the step's selections (DAPO refills included) are counted together
+            self._step = step
+            self._counts = dict.fromkeys(_STEP_COUNTERS, 0)
+
+    def metrics(self) -> dict[str, float]:
+        """``select/*`` of the last selection plus ``hive/*`` over the step's selections: how many candidates were
+        verified, pruned (collapsed / low), cleared by a re-verification, pruned records used to fill a batch,
+        unverified fill, and the pruned records waiting (``hive/blocked``, at the last selection)."""
+        c = self._counts
+        out = dict(self._last)
+        out.update({f"hive/{key}": float(v) for key, v in c.items() if key != "selected"})
+        out.update({"hive/prune_rate": c["pruned"] / c["verified"] if c["verified"] else 0.0,
+                    "hive/collapse_rate": c["collapsed"] / c["verified"] if c["verified"] else 0.0,
+                    "hive/frac_pruned_selected": c["pruned_selected"] / c["selected"] if c["selected"] else 0.0,
+                    "hive/blocked": float(self._blocked)})
+        return out
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"hive": {"version": HIVE_STATE_VERSION, "ref_prompt": self.ref_prompt.state_dict(),
+                         "ref_response": self.ref_response.state_dict()}}
+
+    def _load_extra_state(self, state: Mapping[str, Any]) -> None:
+        hive = state.get("hive")
+        if hive is None:  # a checkpoint from before the reference windows: they start empty, nothing is pruned
+            self.ref_prompt.load_state_dict([])
+            self.ref_response.load_state_dict([])
+            return
+        if hive.get("version") != HIVE_STATE_VERSION:
+            raise ValueError(f"hive state has version {hive.get('version')!r}; this code reads {HIVE_STATE_VERSION}")
+        self.ref_prompt.load_state_dict(hive["ref_prompt"])
+        self.ref_response.load_state_dict(hive["ref_response"])
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)

@@ -1,4 +1,5 @@
-"""``hive``: history utility, online entropy verification, fill order, checkpoint."""
+"""``hive``: history utility on one comparable scale, online verification, sticky pruning, fill order, metrics,
+checkpoint."""
 
 import json
 
@@ -7,13 +8,20 @@ import pytest
 
 from verl_ext.pool import PoolConfig, QueryPool
 from verl_ext.selection import build_strategy
-from verl_ext.selection.hive import HiveStrategy
+from verl_ext.selection.hive import HiveStrategy, RunningRank
 
 
 def make_pool(n=20):
     pool = QueryPool(PoolConfig(max_pool_size=n, track_changes=False, reinsertion={"trigger": "always"}))
     pool.add_seeds_bulk([f"q{i}" for i in range(n)], ["a"] * n, "s")
     return pool
+
+
+def train(pool, strat, ids, step, result=(4, 8)):
+    """Feed the step's outcome back to pool and strategy and put the records back (reinsertion "always")."""
+    pool.feedback({i: result for i in ids}, step)
+    strat.observe({i: result for i in ids}, step)
+    pool.reinsert(step, len(ids))
 
 
 def test_history_utility_prefers_the_learning_edge():
@@ -26,10 +34,33 @@ def test_history_utility_prefers_the_learning_edge():
     pool = make_pool()
     strat.observe({i: (0, 8) for i in range(3, 20)}, step=2)
     assert sorted(strat.select(pool, 2, step=3)) == [0, 1]  # history only (no probe)
-    assert strat.metrics()["select/verified"] == 0.0
+    assert strat.metrics()["select/verified"] == 0.0 and strat.metrics()["hive/prune_rate"] == 0.0
 
 
-def test_online_verification_prunes_collapsed_and_low_entropy_candidates():
+def test_running_rank_is_a_bounded_percentile():
+    ref = RunningRank(4)
+    assert np.isnan(ref.rank(np.array([1.0]))).all()
+    ref.add(np.array([9.0, 1.0, 2.0, 3.0, 4.0]))  # the oldest (9.0) falls out of the window
+    assert np.allclose(ref.rank(np.array([0.0, 2.0, 2.5, 5.0, np.nan])), [0.0, 0.375, 0.5, 1.0, np.nan],
+                       equal_nan=True)
+
+
+def test_each_entropy_is_ranked_against_its_own_source():
+    """Response entropies (~0.1-0.3 nats) and prompt entropies (~5 nats) never share a normaliser: a record's
+    entropy term is its rank among measurements of the same kind, and an unseen record keeps the optimistic h0."""
+    s = HiveStrategy(entropy_weight=1.0, h0=1.0)
+    s.observe_response_entropy({1: 0.1, 2: 0.2, 3: 0.3}, step=0)
+    s.prompt_entropy = lambda ids: {i: 4.0 + 0.1 * i for i in ids}
+    s._verify(np.array([10, 11, 12]), np.array([0, 1, 2]), step=0)  # ids 10-12: verified, never trained
+    h = s.normalised_entropy(np.array([1, 2, 3, 10, 11, 12, 99]))
+    assert np.allclose(h, [1 / 6, 0.5, 5 / 6, 1 / 6, 0.5, 5 / 6, 1.0])
+    # with one shared max (the old rule) ids 10-12 scored ~0.96-1.0 and id 3 0.06
+    s.observe({i: (4, 8) for i in (3, 12)}, step=0)
+    u = s.utility(np.array([3, 12, 99]))
+    assert u[0] == pytest.approx(u[1]) and u[2] > u[1]  # never seen outranks verified-but-untrained
+
+
+def test_collapsed_candidates_are_pruned_and_the_batch_is_filled_from_below():
     entropy = {i: 1.0 for i in range(20)}
     probe_calls = []
 
@@ -43,23 +74,68 @@ def test_online_verification_prunes_collapsed_and_low_entropy_candidates():
     pool = make_pool()
     first = strat.select(pool, 2, step=1)  # candidates: ids 0-3 (utility 1); history entropy recorded
     assert set(first) <= {0, 1, 2, 3} and len(probe_calls[0]) == 4
-    pool.feedback({i: (4, 8) for i in first}, 1)
-    strat.observe({i: (4, 8) for i in first}, step=1)
-    pool.reinsert(1, 2)
+    train(pool, strat, first, 1)
     for i in range(4):
         entropy[i] = 0.1  # collapsed relative to its history of 1.0
     chosen = strat.select(pool, 2, step=2)
     assert not set(chosen) & {0, 1, 2, 3}  # all candidates pruned: filled from the records ranked below
     m = strat.metrics()
     assert m["select/frac_pruned"] == 1.0 and m["select/frac_from_rest"] == 1.0
+    assert m["hive/collapsed"] == m["hive/pruned"] == 4 and m["hive/collapse_rate"] == 1.0
 
 
-def test_quantile_prune_and_fallback_to_pruned_when_pool_is_small():
-    strat = HiveStrategy(prompt_entropy=lambda ids: {i: float(i) for i in ids}, candidate_ratio=1.0,
-                         prune_quantile=0.5, seed=1)
+def test_pruning_sticks_until_a_later_verification_clears_it():
+    entropy = {i: 1.0 + 0.01 * i for i in range(40)}
+    entropy[0] = 0.01  # the lowest prompt entropy: pruned by the quantile rule
+    s = HiveStrategy(prompt_entropy=lambda ids: {i: entropy[i] for i in ids}, candidate_ratio=2.0,
+                     prune_quantile=0.1, reverify_after=3, entropy_weight=0.0, seed=0)
+    s.observe({0: (4, 8)} | {i: (1, 8) for i in range(1, 40)}, step=0)  # id 0 has by far the best utility
+    pool = make_pool(40)
+    assert 0 not in s.select(pool, 4, step=1) and s.pruned(np.array([0]))[0]
+    pool.release(pool.in_flight_ids())
+    for step in (2, 3):  # still the most useful record, but blocked: neither measured nor selected
+        assert 0 not in s.select(pool, 4, step=step)
+        assert s.metrics()["hive/blocked"] == 1.0
+        pool.release(pool.in_flight_ids())
+    entropy[0] = 2.0  # the policy is uncertain about it again
+    assert 0 in s.select(pool, 4, step=4)  # due: a candidate again, measured, cleared, selected
+    m = s.metrics()
+    assert m["hive/cleared"] == 1.0 and not s.pruned(np.array([0]))[0]
+
+
+def test_a_record_that_fails_its_reverification_is_pruned_again():
+    s = HiveStrategy(prompt_entropy=lambda ids: {i: 0.01 if i == 0 else 1.0 + 0.01 * i for i in ids},
+                     candidate_ratio=2.0, prune_quantile=0.1, reverify_after=2, entropy_weight=0.0, seed=0)
+    s.observe({0: (4, 8)} | {i: (1, 8) for i in range(1, 40)}, step=0)
+    pool = make_pool(40)
+    for step in (1, 3):
+        assert 0 not in s.select(pool, 4, step=step)
+        pool.release(pool.in_flight_ids())
+    assert s.stats.get("pruned_at", np.array([0]))[0] == 3.0  # the clock restarted
+
+
+def test_a_small_pool_measures_pruned_records_early_and_fills_with_them_last():
+    s = HiveStrategy(prompt_entropy=lambda ids: {i: float(i) for i in ids}, candidate_ratio=1.0,
+                     prune_quantile=0.5, seed=1)
     pool = make_pool(4)
-    assert sorted(strat.select(pool, 4, step=0)) == [0, 1, 2, 3]  # pruned ones fill the batch last
-    assert strat.metrics()["select/frac_pruned"] == 0.5
+    assert sorted(s.select(pool, 4, step=0)) == [0, 1, 2, 3]  # pruned ones fill the batch last
+    m = s.metrics()
+    assert m["select/frac_pruned"] == 0.5 and m["hive/pruned_selected"] == 2 and m["hive/frac_pruned_selected"] == 0.5
+    pool.release(pool.in_flight_ids())
+    s.select(pool, 4, step=1)  # 2 eligible < 4 candidates: the 2 blocked ones are measured again
+    assert s.metrics()["hive/verified"] == 4.0
+
+
+def test_hive_metrics_add_up_the_steps_selections():
+    s = HiveStrategy(prompt_entropy=lambda ids: {i: 1.0 + i for i in ids}, candidate_ratio=2.0, seed=0)
+    pool = make_pool(40)
+    s.select(pool, 4, step=1)
+    s.select(pool, 4, step=1)  # a DAPO refill in the same step
+    m = s.metrics()
+    assert m["hive/verified"] == 16.0 and m["select/verified"] == 8.0
+    assert m["hive/prune_rate"] == m["hive/pruned"] / 16.0 > 0
+    s.select(pool, 4, step=2)
+    assert s.metrics()["hive/verified"] == 8.0
 
 
 def test_errors_and_checkpoint():
@@ -67,6 +143,9 @@ def test_errors_and_checkpoint():
         HiveStrategy(candidate_ratio=0.5)
     with pytest.raises(ValueError, match="prompt_entropy"):
         HiveStrategy(prompt_entropy=3)
+    for bad in ({"reverify_after": 0}, {"norm_window": 0}, {"reverify_after": 1.5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            HiveStrategy(**bad)
     with pytest.raises(ValueError, match="no value"):
         HiveStrategy(prompt_entropy=lambda ids: {}).select(make_pool(), 2, step=0)
     with pytest.raises(ValueError, match="non-negative"):
@@ -74,27 +153,30 @@ def test_errors_and_checkpoint():
     probe = lambda ids: {i: 0.5 + 0.01 * i for i in ids}  # noqa: E731
     a = HiveStrategy(prompt_entropy=probe, seed=5)
     a.observe({0: (3, 8), 1: (8, 8)}, step=0)
+    a.observe_response_entropy({0: 0.3, 1: 0.1}, step=0)
     a.select(make_pool(), 3, step=0)
+    assert a.pruned(np.arange(20)).any()
     b = HiveStrategy(prompt_entropy=probe)
     b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    assert np.array_equal(a.pruned(np.arange(20)), b.pruned(np.arange(20)))
+    assert np.allclose(a.utility(np.arange(20)), b.utility(np.arange(20)))
     assert a.select(make_pool(), 5, 1) == b.select(make_pool(), 5, 1)
+    state = a.state_dict()
+    state["hive"]["version"] = 99
+    with pytest.raises(ValueError, match="version"):
+        HiveStrategy().load_state_dict(state)
 
 
 def test_response_entropy_history_drives_the_utility_and_old_states_load():
-    from verl_ext.selection.hive import HiveStrategy
-    import numpy as np
-
     s = HiveStrategy(entropy_weight=1.0, seed=0)
     s.observe({1: (4, 8), 2: (4, 8)}, step=0)
-    s._record_entropy(np.array([1, 2]), np.array([1.0, 1.0]))
-    before = s.utility(np.array([1, 2]))
-    assert before[0] == before[1]
     s.observe_response_entropy({1: 0.2, 2: 1.0}, step=0)
-    after = s.utility(np.array([1, 2]))
-    assert after[1] > after[0]  # record 2's responses were more uncertain
+    u = s.utility(np.array([1, 2]))
+    assert u[1] > u[0]  # record 2's responses were more uncertain
     state = s.state_dict()
-    for col in ("resp_sum", "resp_weight"):  # a checkpoint from before the response-entropy column
+    for col in ("resp_sum", "resp_weight", "pruned_at"):  # a checkpoint from before these columns
         del state["stats"]["columns"][col]
+    del state["hive"]  # and before the reference windows
     again = HiveStrategy(entropy_weight=1.0, seed=0)
     again.load_state_dict(state)
-    assert np.isnan(again.response_entropy(np.array([1]))[0])
+    assert np.isnan(again.response_entropy(np.array([1]))[0]) and not again.pruned(np.array([1, 2])).any()
