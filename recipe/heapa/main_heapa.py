@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pprint import pformat
 
 import hydra
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recipe.heapa.supervise import ATTEMPT_ENV, RESTARTS_ENV
+from recipe.heapa.run_control import DriverPreemption, preemptions
+from recipe.heapa.supervise import ATTEMPT_ENV, PREEMPTED_ENV, RESTARTS_ENV
 
 logger = logging.getLogger("recipe.heapa.main_heapa")  # not "__main__" under -m: the recipe level applies
 
@@ -191,6 +193,33 @@ def _tag_run(config: DictConfig, settings) -> None:
                           "WANDB_TAGS": ",".join(tags)})
 
 
+class _LaunchRunner:
+    """What ``run_ppo`` gets as ``task_runner_class``: it calls ``.remote()`` in the driver right after
+    ``ray.init``, which installs its own SIGTERM handler (exit at once); the preemption handler is installed here,
+    after it, so a scheduler's signal becomes a checkpoint instead (``run_control.py``)."""
+
+    def __init__(self, preemption: DriverPreemption) -> None:
+        self.preemption = preemption
+
+    def remote(self):
+        self.preemption.install()
+        return HeapaTaskRunner.remote()
+
+    def options(self, **kwargs):
+        launcher = self
+
+        class _Options:
+            def remote(self):
+                launcher.preemption.install()
+                return HeapaTaskRunner.options(**kwargs).remote()
+
+        return _Options()
+
+
+def _ckpt_root(config: DictConfig) -> str:
+    return os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir)))
+
+
 @hydra.main(config_path="config", config_name="heapa_trainer", version_base=None)
 def main(config: DictConfig) -> None:
     from recipe.heapa.preflight import check_data, check_teacher
@@ -199,10 +228,15 @@ def main(config: DictConfig) -> None:
     settings = read_settings(config)
     # which attempt of a supervised run this is (recipe/heapa/supervise.py), for the trainer's run/* metrics
     _forward_env(config, {k: os.environ[k] for k in (ATTEMPT_ENV, RESTARTS_ENV) if k in os.environ})
+    _forward_env(config, {PREEMPTED_ENV: str(preemptions(_ckpt_root(config)))})
     check_data(config, settings)  # before verl's heavy imports: a data error shows in seconds
     check_teacher(settings)
     prepare(config)
-    run_ppo(config, task_runner_class=HeapaTaskRunner)
+    preemption = DriverPreemption(settings.run, _ckpt_root(config))
+    run_ppo(config, task_runner_class=_LaunchRunner(preemption))
+    code = preemption.exit_code()
+    if code is not None:
+        sys.exit(code)  # "requeue me": the checkpoint of the step the signal arrived in is complete
 
 
 if __name__ == "__main__":

@@ -17,10 +17,11 @@ from verl_ext.pool.lineage import LineageConfig
 from verl_ext.selection import available_strategies, get_strategy_class
 
 from .augmentation import parse_augment_config
+from .run_control import RunSettings
 
 PLATFORMS = ("gpu", "cpu")
 _KNOWN = {"method", "platform", "seed", "rows", "pool", "selection", "lineage", "feedback", "augmentation",
-          "teacher", "trace_file", "poll_interval_s", "ar3po", "hive"}
+          "teacher", "trace_file", "poll_interval_s", "ar3po", "hive", "run"}
 
 
 class HeapaConfigError(ValueError):
@@ -84,6 +85,7 @@ class HeapaSettings:
     poll_interval_s: float | None = None
     ar3po: AR3POConfig = field(default_factory=AR3POConfig)
     hive: HiveSettings = field(default_factory=HiveSettings)
+    run: RunSettings = field(default_factory=RunSettings)
 
 
 def _section(block: Mapping[str, Any], key: str, build):
@@ -147,6 +149,7 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
         poll_interval_s=_poll_interval(block.get("poll_interval_s")),
         ar3po=_ar3po(block),
         hive=_section(block, "hive", lambda d: HiveSettings(**d)),
+        run=_section(block, "run", RunSettings.from_dict),
     )
 
 

@@ -7,7 +7,8 @@ it again from its latest checkpoint, up to ``--max-restarts`` times (``MAX_RESTA
 after progress: an attempt that ends without a newer checkpoint than it started from (a bad config, a crash that
 repeats at the same step) stops the loop with its exit code and a message saying so. A restart appends
 ``trainer.resume_mode=auto`` (the last override wins), so it resumes whatever the first attempt was told.
-SIGTERM/SIGINT are passed to the trainer and end the loop (a scheduler's stop is not a crash). Each attempt sees
+SIGTERM/SIGINT/SIGUSR1 are passed to the trainer and end the loop (a scheduler's stop is not a crash; the trainer
+checkpoints and exits with the requeue code, ``run_control.py``). Each attempt sees
 ``VERL_EXT_RUN_ATTEMPT`` / ``VERL_EXT_RUN_RESTARTS``; the trainer logs them as ``run/attempt`` / ``run/restarts``.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 logger = logging.getLogger("recipe.heapa.supervise")
 TRACKER = "latest_checkpointed_iteration.txt"
 ATTEMPT_ENV, RESTARTS_ENV = "VERL_EXT_RUN_ATTEMPT", "VERL_EXT_RUN_RESTARTS"
+PREEMPTED_ENV = "VERL_EXT_RUN_PREEMPTED"  # preemptions served so far (run_control.py), set by the driver
 
 
 def latest_step(ckpt_dir: str | os.PathLike) -> int:
@@ -38,7 +40,8 @@ def latest_step(ckpt_dir: str | os.PathLike) -> int:
 def run_metrics() -> dict[str, float]:
     """``run/attempt`` (1 = the first) and ``run/restarts`` of this process, from the supervisor's environment."""
     return {"run/attempt": float(os.environ.get(ATTEMPT_ENV, "1")),
-            "run/restarts": float(os.environ.get(RESTARTS_ENV, "0"))}
+            "run/restarts": float(os.environ.get(RESTARTS_ENV, "0")),
+            "run/preempted": float(os.environ.get(PREEMPTED_ENV, "0"))}
 
 
 class Supervisor:
@@ -56,8 +59,8 @@ class Supervisor:
             self.child.send_signal(signum)
 
     def run(self) -> int:
-        signal.signal(signal.SIGTERM, self._forward)
-        signal.signal(signal.SIGINT, self._forward)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):  # USR1: a scheduler's preemption notice
+            signal.signal(signum, self._forward)
         restarts = 0
         while True:
             start = latest_step(self.ckpt_dir)

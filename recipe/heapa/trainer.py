@@ -25,8 +25,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import os
-import time
 
 from omegaconf import OmegaConf, open_dict
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -45,22 +43,22 @@ from verl_ext.selection import build_strategy
 
 from .ar3po import Ar3poStage
 from .augmentation import AugmentationStage
-from .checkpoints import STATE_FILE, prune, write_manifest
 from .diagnostics import advantage_diagnostics, read_advantages
 from .hive_verify import PromptEntropyProbe, response_entropy
 from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
 from .supervise import run_metrics
 from .tq_feedback import FeedbackReplayBuffer, Outcomes, generated_keys, read_outcomes
+from .trainer_checkpoints import RecipeCheckpoints
 from .update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
 from .verl_api import actor_dp_size, gen_batch_size, set_training_horizon
+from .watchdog import StepWatchdog, maybe_hang_for_test
 
 logger = logging.getLogger(__name__)
-STATE_VERSION = 2
 AR3PO_MANAGER = "verl_ext.adapters.ar3po_agent_loop.StagedAgentLoopManager"
 
 
-class HeapaTrainer(PPOTrainerSync):
+class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
     """``PPOTrainerSync`` whose training prompts come from a ``QueryPool`` through a selection strategy."""
 
     def __init__(self, config):
@@ -76,6 +74,8 @@ class HeapaTrainer(PPOTrainerSync):
         self._last_pass_rates: dict[int, float] = {}
         self.ar3po = self._build_ar3po(config)
         self._update_plan: UpdatePlan | None = None  # AR3PO: this step's actor update (update_plan.py)
+        self.watchdog = StepWatchdog(self.heapa.run.watchdog)
+        self._saved_step = -1
         super().__init__(config)
 
     # ------------------------------------------------------------------------------------------- building
@@ -178,13 +178,17 @@ class HeapaTrainer(PPOTrainerSync):
         self._evicted_pass_rates.update({int(k): float(v) for k, v in summary.pass_rates.items()})
 
     def step(self, metrics: dict, timing_raw: dict):
+        maybe_hang_for_test(self.global_steps, self.watchdog)
         sampler = self.batch_sampler
         sampler.set_step(self.global_steps)
         sampler.select_seconds = 0.0
         if self.augment is not None:  # servers are awake now: the policy writes new problems during the rollout
+            self.watchdog.stage("augment_fire")
             with marked_timer("heapa_augment_fire", timing_raw):
                 self.augment.fire(self._last_pass_rates, self.get_llm_client())
+        self.watchdog.stage("select+rollout+reward")
         batch = super().step(metrics, timing_raw)  # select (lazily, in the loader) -> rollout -> reward -> update
+        self.watchdog.stage("feedback")
         hive = self.probe.metrics() if self.probe is not None else {}  # its forward pass ran inside the selection
         timing_raw["heapa_select"] = sampler.select_seconds - hive.get("hive/verify_s", 0.0)
         fresh = generated_keys(batch.keys, batch.tags)  # neither verl's padding rows nor AR3PO's reused ones
@@ -222,6 +226,7 @@ class HeapaTrainer(PPOTrainerSync):
         self._trace(sorted(set(trained) | evicted), children)
         metrics["heapa/pool_overhead_s"] = pool_s
         metrics.update(run_metrics())
+        metrics.update(self.watchdog.metrics())
         metrics["heapa/augment_overhead_s"] = aug_s
         return batch
 
@@ -250,6 +255,7 @@ class HeapaTrainer(PPOTrainerSync):
     # balance (reused rows are balanced and get old log-probs from the current actor like any other row); with
     # AR3PO's uneven groups the update keeps GRPO's update count and per-row loss scale (update_plan.py).
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
+        self.watchdog.stage("balance")
         if self.ar3po is None:
             return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix,
                                           keep_minibatch=keep_minibatch)
@@ -271,6 +277,7 @@ class HeapaTrainer(PPOTrainerSync):
         return self._update_plan.multiple
 
     def _compute_advantage(self, batch, metrics):
+        self.watchdog.stage("old_log_prob+ref+advantage")
         batch = super()._compute_advantage(batch, metrics)
         if self.ar3po is not None:
             metrics.update(self.ar3po.after_advantage(batch))
@@ -280,6 +287,7 @@ class HeapaTrainer(PPOTrainerSync):
         return batch
 
     def _update_actor(self, batch, metrics):
+        self.watchdog.stage("update_actor")
         plan, self._update_plan = self._update_plan, None
         if self.ar3po is not None:
             metrics.update(self.ar3po.in_update(batch))
@@ -296,70 +304,33 @@ class HeapaTrainer(PPOTrainerSync):
 
     def on_sample_end(self):
         # The rollout is done and verl is about to put the servers to sleep: join the augmentation requests first.
+        self.watchdog.stage("augment_collect+sleep_replicas")
         if self.augment is not None:
             with marked_timer("heapa_augment_collect", self.timing_raw):
                 self.augment.collect()
         super().on_sample_end()
 
-    # ------------------------------------------------------------------------------------------- checkpoints
-    def _step_folder(self) -> str:
-        folder = self.config.trainer.default_local_dir
-        if not os.path.isabs(folder):
-            folder = os.path.join(os.getcwd(), folder)
-        return os.path.join(folder, f"global_step_{self.global_steps}")
+    # ------------------------------------------------------------------------------------------- run control
+    def on_train_begin(self):
+        super().on_train_begin()
+        self.watchdog.start()
 
-    def _save_checkpoint(self):
-        # The pool and sampler travel in verl's data.pt (the dataloader's state); the rest is written here,
-        # before verl marks the step as the latest checkpoint.
-        folder = self._step_folder()
-        os.makedirs(folder, exist_ok=True)
-        state = {"schema_version": STATE_VERSION, "lineage": self.lineage.state_dict() if self.lineage else None,
-                 "augment": self.augment.state_dict() if self.augment else None,
-                 "ar3po": self.ar3po.state_dict() if self.ar3po else None,
-                 "rollout_cost": self.rollout_cost.state_dict(),
-                 "last_pass_rates": {str(k): v for k, v in self._last_pass_rates.items()}, "saved_at": time.time()}
-        tmp = os.path.join(folder, STATE_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(state, f)
-        os.replace(tmp, os.path.join(folder, STATE_FILE))
-        self.train_dataset.checkpoint_dir = folder  # the pool goes to its own file there, data.pt keeps a reference
-        try:
-            super()._save_checkpoint()
-        finally:
-            self.train_dataset.checkpoint_dir = None
-        write_manifest(folder)  # complete only now; the next start checks it (checkpoints.py)
-        prune(os.path.dirname(folder), self.config.trainer.get("max_actor_ckpt_to_keep", None))
+    def on_train_end(self):
+        self.watchdog.stop()
+        super().on_train_end()
 
-    def _load_checkpoint(self):
-        super()._load_checkpoint()
-        if self.global_steps == 0:
+    def on_step_begin(self):
+        self.watchdog.step_begin(self.global_steps)
+        super().on_step_begin()
+
+    def on_step_end(self):
+        # After verl's save_freq save: a preemption request (run_control.py) gets a complete checkpoint of this
+        # step and ends training here; the driver then exits with the requeue code.
+        if self._preempt_requested():
             return
-        folder = self._step_folder()
-        if self.config.trainer.resume_mode == "resume_path":  # the folder verl just loaded the actor from
-            folder = os.path.abspath(self.config.trainer.resume_from_path)
-        # torchdata restores the dataset/sampler only when an iterator is created: do it before anything reads
-        # the pool, so the restored pool is the one every later stage sees. The pool file is read from `folder`.
-        self.train_dataset.checkpoint_dir = folder
-        try:
-            self.train_dataloader_it = iter(self.train_dataloader)
-        finally:
-            self.train_dataset.checkpoint_dir = None
-        path = os.path.join(folder, STATE_FILE)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path} is missing: the checkpoint was not written by the heapa recipe")
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-        if state.get("schema_version") not in (1, STATE_VERSION):  # version 1: before AR3PO and rollout cost
-            raise ValueError(f"{path}: schema_version {state.get('schema_version')} != {STATE_VERSION}")
-        if self.lineage is not None and state.get("lineage") is not None:
-            self.lineage.load_state_dict(state["lineage"])
-        if self.augment is not None and state.get("augment") is not None:
-            self.augment.load_state_dict(state["augment"])  # queued/in-flight teacher work is re-queued
-        if self.ar3po is not None and state.get("ar3po") is not None:
-            self.ar3po.load_state_dict(state["ar3po"])  # the response bank
-        if state.get("rollout_cost") is not None:
-            self.rollout_cost.load_state_dict(state["rollout_cost"])
-        self._last_pass_rates = {int(k): float(v) for k, v in state.get("last_pass_rates", {}).items()}
-        gc.collect()
-        gc.freeze()  # the restored pool replaced the frozen one: keep it out of full GC passes too
-        logger.info("heapa: resumed pool of %d records at step %d", len(self.train_dataset), self.global_steps)
+        self.watchdog.stage("weight_sync")
+        super().on_step_end()
+
+    def _validate(self, *args, **kwargs):
+        self.watchdog.stage("validation")
+        return super()._validate(*args, **kwargs)

@@ -296,6 +296,36 @@ def run_until_killed(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Pa
     )
 
 
+def run_and_signal(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Path, timeout_s: float, signal_when,
+                   signum: int = signal.SIGTERM, cwd: Path | None = None, poll_s: float = 0.5) -> tuple[RunResult, float]:
+    """Run ``cmd`` like ``run_logged`` and send ``signum`` to its first process only (as a scheduler does) the moment
+    ``signal_when()`` is true; it then runs on until it exits. Returns the result and the wall time of the signal
+    (None if it was never sent)."""
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    sent_at = None
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(list(cmd), env=dict(env), cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        timed_out = False
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - start > timeout_s:
+                    timed_out = True
+                    break
+                if sent_at is None and signal_when():
+                    proc.send_signal(signum)
+                    sent_at = time.monotonic() - start
+                time.sleep(poll_s)
+        finally:
+            wall = time.monotonic() - start
+            strays = _kill_session(proc.pid, grace_s=2)
+            proc.wait(timeout=30)
+    return RunResult(cmd=list(cmd), returncode=None if timed_out else proc.returncode, timed_out=timed_out,
+                     wall_s=wall, log_path=log_path, stray_pids=strays), sent_at
+
+
 def metric_lines(path: Path) -> list[dict]:
     """Every line of a file-logger JSONL (``{"step": N, "data": {...}}``), in order, nothing merged."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
