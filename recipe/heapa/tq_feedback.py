@@ -2,7 +2,9 @@
 
 Trained groups are read from the step's batch keys; groups that verl evicts before training (DAPO's
 filter_groups drops all-right/all-wrong groups, failed rollouts) are read by a replay-buffer subclass just
-before it clears them, so every rolled-out prompt feeds its pass rate back to the pool.
+before it clears them, so every rolled-out prompt feeds its pass rate back to the pool. The subclass is plugged in
+through verl's documented setting (``trainer.v1.sampler.custom_sampler``); verl gives a custom buffer none of its
+group-filtering arguments, so the trainer passes them in ``sampler_kwargs`` (``verl_api.replay_buffer_filter_kwargs``).
 """
 
 from __future__ import annotations
@@ -62,9 +64,20 @@ def read_outcomes(keys: Iterable[str], partition_id: str, acc_field: str = "acc"
     return group_outcomes(index, accs, threshold=threshold)
 
 
+FILTER_KWARGS = ("filter_groups_metric", "sync_refill_failed_groups", "train_batch_size", "gen_batch_size",
+                 "max_inflight_gen_batches")  # as verl_api.FILTER_KWARGS (this module must not import the recipe's)
+PATH = "pkg://recipe.heapa.tq_feedback"
+
+
 class FeedbackReplayBuffer(ReplayBuffer):
     """verl's sync replay buffer that reports the outcomes of groups it evicts before clearing them, and what
-    generating every evicted trajectory cost (``on_discarded(responses, response tokens)``)."""
+    generating every evicted trajectory cost (``on_discarded(responses, response tokens)``). The trainer sets the
+    callbacks after building it."""
+
+    def __init__(self, *, sampler_kwargs=None, **kwargs) -> None:
+        own = dict(sampler_kwargs or {})
+        filtering = {k: own.pop(k) for k in FILTER_KWARGS if k in own}
+        super().__init__(sampler_kwargs=own, **kwargs, **filtering)
 
     on_evicted: Callable[[Outcomes], None] | None = None
     on_discarded: Callable[[int, int], None] | None = None

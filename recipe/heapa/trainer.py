@@ -30,7 +30,6 @@ from omegaconf import OmegaConf, open_dict
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from verl.trainer.ppo.utils import create_rl_dataset
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl.utils.debug import marked_timer
@@ -48,10 +47,11 @@ from .hive_verify import PromptEntropyProbe, response_entropy
 from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
 from .supervise import run_metrics
+from .tq_feedback import PATH as FEEDBACK_BUFFER_PATH
 from .tq_feedback import FeedbackReplayBuffer, Outcomes, generated_keys, read_outcomes
 from .trainer_checkpoints import RecipeCheckpoints
 from .update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
-from .verl_api import actor_dp_size, gen_batch_size, set_training_horizon
+from .verl_api import actor_dp_size, gen_batch_size, replay_buffer_filter_kwargs, set_training_horizon
 from .watchdog import StepWatchdog, maybe_hang_for_test
 
 logger = logging.getLogger(__name__)
@@ -119,11 +119,20 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         return actor_dp_size(self.actor_rollout_wg)
 
     def _build_replay_buffer(self):
+        # verl's documented hook for a custom buffer; verl then passes it no group-filtering arguments, so they
+        # travel in sampler_kwargs, computed by verl's own rule (verl_api.replay_buffer_filter_kwargs).
+        sampler = self.config.trainer.v1.sampler
+        custom = sampler.get("custom_sampler") or {}
+        ours = not (custom.get("path") and custom.get("name")) and self.trainer_mode == "sync"
+        if ours:
+            with open_dict(self.config):
+                sampler.custom_sampler = {"path": FEEDBACK_BUFFER_PATH, "name": FeedbackReplayBuffer.__name__}
+                sampler.sampler_kwargs = {**(sampler.get("sampler_kwargs") or {}),
+                                          **replay_buffer_filter_kwargs(self)}
         buffer = super()._build_replay_buffer()
         if self.heapa.poll_interval_s is not None and hasattr(buffer, "poll_interval"):
             buffer.poll_interval = self.heapa.poll_interval_s  # verl polls finished rollouts every 2 s
-        if type(buffer) is ReplayBuffer:  # the sync buffer: same state, plus the report of evicted groups
-            buffer.__class__ = FeedbackReplayBuffer
+        if isinstance(buffer, FeedbackReplayBuffer):  # the report of evicted groups
             buffer.on_evicted = self._collect_evicted
             buffer.on_discarded = self.rollout_cost.discarded
             buffer.acc_field = self.heapa.feedback.acc_field

@@ -7,10 +7,11 @@ renames or re-signs any of them must fail loudly and at once, naming the symbol,
 ``PRIVATE_NAMES`` lists each with the parameters the recipe calls it with, and
 ``tests/integration/recipe/test_verl_api.py`` checks them against the installed verl.
 
-Two pieces of verl logic the recipe needs with a different dataset are re-stated here, next to that list:
-``gen_batch_size`` (the loader's batch size, 1 when prompts are refilled one at a time) and
-``set_training_horizon`` (steps and the optimizer's schedule horizon); the same test runs verl's own
-``_init_dataloader`` on the same configurations and fails when they drift apart.
+Three pieces of verl logic the recipe needs are re-stated here, next to that list: ``gen_batch_size`` (the
+loader's batch size, 1 when prompts are refilled one at a time), ``set_training_horizon`` (steps and the
+optimizer's schedule horizon) and ``replay_buffer_filter_kwargs`` (what verl hands its own replay buffer about
+group filtering, and not a custom one); the same test runs verl's own ``_init_dataloader`` and
+``_build_replay_buffer`` on the same configurations and fails when they drift apart.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ BASE = "verl.trainer.ppo.v1.trainer_base"
 BUFFER = "verl.trainer.ppo.v1.replay_buffer"
 PRIVATE_NAMES: tuple[VerlName, ...] = (
     VerlName(TRAINER, "PPOTrainerSync._build_replay_buffer", ("self",), used_by="trainer: poll interval, evictions"),
+    VerlName(BASE, "PPOTrainer._resolve_filter_groups_metric", ("self",), used_by="replay_buffer_filter_kwargs"),
     VerlName(TRAINER, "PPOTrainerSync._init_dataloader", ("self",), used_by="trainer: the pool as the dataset"),
     VerlName(TRAINER, "PPOTrainerSync._balance_batch", ("self", "batch", "metrics", "logging_prefix",
                                                         "keep_minibatch"), used_by="trainer: AR3PO reuse"),
@@ -139,3 +141,25 @@ def set_training_horizon(trainer, num_seeds: int) -> None:
             config.actor_rollout_ref.actor.optim.total_training_steps = optim_total
         if OmegaConf.select(config, "critic.optim"):
             config.critic.optim.total_training_steps = optim_total
+
+
+FILTER_KWARGS = ("filter_groups_metric", "sync_refill_failed_groups", "train_batch_size", "gen_batch_size",
+                 "max_inflight_gen_batches")
+
+
+def replay_buffer_filter_kwargs(trainer) -> dict:
+    """The group-filtering arguments verl 0.9.1's ``_build_replay_buffer`` gives its own sync ``ReplayBuffer``
+    (and not a ``trainer.v1.sampler.custom_sampler``): the recipe's buffer receives them through ``sampler_kwargs``."""
+    sampler = trainer.config.trainer.v1.sampler
+    metric = trainer._resolve_filter_groups_metric()
+    refill = bool(sampler.get("sync_refill_failed_groups", False))
+    train_batch_size = trainer.config.data.train_batch_size
+    filter_groups = trainer.config.algorithm.get("filter_groups", None)
+    return {
+        "filter_groups_metric": metric,
+        "sync_refill_failed_groups": refill,
+        "train_batch_size": train_batch_size,
+        "gen_batch_size": 1 if metric is not None or refill
+        else (trainer.config.data.get("gen_batch_size", None) or train_batch_size),
+        "max_inflight_gen_batches": filter_groups.get("max_inflight_gen_batches", 1) if metric is not None else 1,
+    }

@@ -65,3 +65,38 @@ def test_restated_rules_match_verls_init_dataloader(tiny_assets, overrides):
     assert (ours.steps_per_epoch, ours.total_training_steps) == (verls.steps_per_epoch, verls.total_training_steps)
     assert ours.config.actor_rollout_ref.actor.optim.total_training_steps == \
         verls.config.actor_rollout_ref.actor.optim.total_training_steps
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    ["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc",
+     "algorithm.filter_groups.max_inflight_gen_batches=3"],
+    ["trainer.v1.sampler.sync_refill_failed_groups=true"],
+    ["data.gen_batch_size=8"],
+])
+def test_the_feedback_buffer_gets_what_verl_gives_its_own(overrides):
+    """The recipe's replay buffer goes in through ``trainer.v1.sampler.custom_sampler``; verl's own buffer and
+    the recipe's, built by verl's ``_build_replay_buffer`` from the same config, filter groups the same way."""
+    from recipe.heapa.tq_feedback import PATH, FeedbackReplayBuffer
+    from recipe.heapa.verl_api import FILTER_KWARGS, replay_buffer_filter_kwargs
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose(config_name="heapa_trainer", overrides=["method=grpo", "platform=cpu",
+                                                              "data.train_batch_size=16", *overrides])
+    built = {}
+    for name in ("verl", "ours"):
+        t = _Bare()
+        t.config, t.trainer_mode = copy.deepcopy(cfg), "sync"
+        t._add_prompts_to_generate = lambda *a, **k: None
+        t._resolve_filter_groups_metric = lambda t=t: PPOTrainer._resolve_filter_groups_metric(t)
+        if name == "ours":
+            with open_dict(t.config):
+                t.config.trainer.v1.sampler.custom_sampler = {"path": PATH, "name": "FeedbackReplayBuffer"}
+                t.config.trainer.v1.sampler.sampler_kwargs = replay_buffer_filter_kwargs(t)
+        built[name] = PPOTrainer._build_replay_buffer(t)
+    assert type(built["verl"]) is ReplayBuffer and type(built["ours"]) is FeedbackReplayBuffer
+    for key in FILTER_KWARGS:
+        assert getattr(built["ours"], key) == getattr(built["verl"], key), key
+    assert dict(built["ours"].sampler_kwargs) == {}
