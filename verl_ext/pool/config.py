@@ -18,7 +18,7 @@ SAMPLING_MODES = ("medium_only", "mixed")
 BOUNDARIES = ("target", "median")
 EVICTIONS = ("farthest", "paper")
 REINSERT_TRIGGERS = ("below_batch", "always", "never")
-EXPLORATIONS = ("adaptive", "fixed")
+EXPLORATIONS = ("adaptive", "fixed", "greedy")
 
 
 def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
@@ -74,16 +74,20 @@ class PoolConfig:
     - ``sampling_mode``: ``medium_only`` (frontier only) or ``mixed`` (part of each batch from the easiest).
     - ``mixed_easy_fraction``: in ``mixed`` mode, the share of the scored part of a batch taken from the easiest.
     - ``cold_fraction``: the share of a batch from the cold (never measured) queue while scored records can fill
-      the rest: the fixed share (``exploration: fixed``) or the floor of the adaptive one (1 = the paper's
-      cold-first pass under either rule).
-    - ``exploration``: ``adaptive`` (the cold share grows while the frontier set is thin:
-      ``clip(1 - F / (frontier_batches * k), cold_fraction, 1)``, ``exploration.py``) or ``fixed``
-      (``cold_fraction``).
+      the rest: the floor of the ``greedy`` and ``adaptive`` shares, the share of ``fixed`` (1 = the paper's
+      cold-first pass under every rule).
+    - ``exploration`` (``exploration.py``): ``greedy`` (default; a seat goes cold when the frontier has no pick
+      nearer the target than a cold draw is expected to be: ``clip(1 - F_d / k, cold_fraction, 1)``),
+      ``adaptive`` (the cold share grows while the frontier set is thin:
+      ``clip(1 - F / (frontier_batches * k), cold_fraction, 1)``) or ``fixed`` (``cold_fraction``).
     - ``frontier_band``: the frontier set ``F`` = measured seeds within this distance of ``target_pass_rate``
       (also the band of the ``pool/frontier_size`` metric).
     - ``frontier_batches``: ``adaptive`` falls to the floor once ``F`` holds this many batches of records.
     - ``max_window_visits``: a frontier pick trained this many times in the last ``metrics_window`` steps yields
       its seat to a cold record while any is left (``None`` = no bound).
+    - ``revisit_penalty``: ``greedy`` counts a seed trained v times as ``revisit_penalty * v`` farther from the
+      target when it compares the frontier with a cold draw (0 = off, the default: in the simulator re-training
+      a prompt costs nothing; opt-in where repetition is believed to teach less, docs/pool.md).
     - ``metrics_window``: steps over which ``pool/window_*`` count distinct trained records and their visits.
     - ``max_child_fraction``: at most this share of a batch may be augmented children (1 = no cap).
     - ``child_distance_penalty``: ``target`` ranks a child as if its estimate were this much farther from the
@@ -110,10 +114,11 @@ class PoolConfig:
     sampling_mode: str = "medium_only"
     mixed_easy_fraction: float = 0.5
     cold_fraction: float = 0.25
-    exploration: str = "fixed"
+    exploration: str = "greedy"
     frontier_band: float = 0.25
     frontier_batches: float = 4.0
     max_window_visits: int | None = None
+    revisit_penalty: float = 0.0
     metrics_window: int = 10
     max_child_fraction: float = 0.5
     child_distance_penalty: float | None = None
@@ -150,6 +155,7 @@ class PoolConfig:
             raise ConfigError(f"frontier_batches must be a number in [0, 1e6], got {self.frontier_batches!r}")
         _check_int("max_window_visits", self.max_window_visits, 1, allow_none=True)
         _check_int("metrics_window", self.metrics_window, 1)
+        _check_fraction("revisit_penalty", self.revisit_penalty)
         _check_fraction("max_child_fraction", self.max_child_fraction)
         if self.child_distance_penalty is not None:
             _check_fraction("child_distance_penalty", self.child_distance_penalty)

@@ -2,33 +2,46 @@
 
 ``PoolConfig.exploration`` chooses the rule for the cold share ``c`` of a batch of ``k``:
 
+- ``greedy`` (default): a seat goes to a cold record when the frontier draw has no pick left that is expected
+  nearer the target than a cold draw. ``c = clip(1 - F_d / k, cold_fraction, 1)``, with ``d`` the distance from
+  ``target_pass_rate`` a cold draw is expected to read (``ColdYield``: the discounted mean ``|v - target|`` of
+  the estimates ``v`` that records drawn from the cold queue got at their first measurement: the scale the
+  frontier is ranked on) and ``F_d`` the picks the frontier draw would make within ``d`` of the target: the
+  scored seeds there, plus the children within ``d`` less the child distance penalty, at most the batch's
+  child budget. The draw walks outwards from the target, so after ``F_d`` records its next pick is expected to
+  be worse than a never-measured one. While the measured frontier is rich (``F_d >= (1 - cold_fraction) k``,
+  the usual case) the share is the floor ``cold_fraction``, the ``fixed`` rule; it rises only where the
+  frontier is thin relative to what the unmeasured part of the pool offers, and never where cold draws are
+  worse than the frontier (mostly solved or hopeless pools). Before any cold draw was measured, and under
+  ``boundary: median`` (whose draw is not centred on the target), ``c = cold_fraction``.
+  ``revisit_penalty`` p (0 = off) counts a seed trained v times as ``p * v`` farther from the target in
+  ``F_d``: opt-in, for runs where re-training one prompt is believed to teach less (docs/pool.md).
 - ``fixed``: ``c = cold_fraction`` (0.25 was chosen in the simulator on scenarios that measure every seed well
   within the run).
 - ``adaptive``: ``c = clip(1 - F / (frontier_batches * k), cold_fraction, 1)``, with ``F`` the measured seeds
-  whose ranking value lies within ``frontier_band`` of ``target_pass_rate`` (the frontier set). While the frontier
-  set holds fewer than ``frontier_batches`` batches' worth of records, the frontier draw would hand out the same
-  few records step after step (with reinsertion ``always`` they come straight back), so the seats it cannot fill
-  with fresh frontier material go to never-measured records; once the frontier is well populated the share falls
-  to the floor ``cold_fraction``. Children do not count towards ``F``: their priors are shrunk towards 0.5 and
-  would read as frontier before anyone measured them.
+  whose ranking value lies within ``frontier_band`` of ``target_pass_rate`` (the frontier set; children do not
+  count, their priors are shrunk towards 0.5): it keeps ``frontier_batches`` batches' worth of frontier in stock
+  whatever a cold draw is worth, and lost in the simulator where the frontier is thin by nature.
 
-``max_window_visits`` (either rule; ``None`` = off) bounds re-selection: a frontier pick already trained that many
+``max_window_visits`` (any rule; ``None`` = off) bounds re-selection: a frontier pick already trained that many
 times in the last ``metrics_window`` steps goes back to the pool and its seat to a never-measured record, while
 the cold queue has any.
 
-Either way a batch takes cold records only while the cold queue has some, and all of them when the scored records
-cannot fill the batch. ``SelectionWindow`` keeps the records trained in the last ``metrics_window`` steps, for the
-coverage metrics (distinct records and visits per record per window); it is checkpointed with the pool.
+Every rule takes cold records only while the cold queue has some, and all of them when the scored records cannot
+fill the batch. ``SelectionWindow`` keeps the records trained in the last ``metrics_window`` steps, for the
+coverage metrics (distinct records and visits per record per window); it and ``ColdYield`` are checkpointed with
+the pool.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from typing import Any
 
 from verl_ext.pool.buckets import ValueBuckets
 
-SEED_GROUP = 0
+SEED_GROUP, CHILD_GROUP = 0, 1
 
 
 def frontier_size(buckets: ValueBuckets, target: float, band: float, group: int = SEED_GROUP) -> int:
@@ -38,12 +51,47 @@ def frontier_size(buckets: ValueBuckets, target: float, band: float, group: int 
     return sum(len(buckets.members(group, b)) for b in range(lo, hi + 1))
 
 
+def greedy_cold_share(better: int, k: int, floor: float) -> float:
+    """``clip(1 - better / k, floor, 1)``: the rule of ``exploration: greedy`` (``better`` = ``F_d``)."""
+    if k <= 0:
+        return floor
+    return min(1.0, max(floor, 1.0 - better / k))
+
+
 def adaptive_cold_share(frontier: int, k: int, frontier_batches: float, floor: float) -> float:
     """``clip(1 - frontier / (frontier_batches * k), floor, 1)``: the rule of ``exploration: adaptive``."""
     if k <= 0:
         return floor
     thin = 1.0 - frontier / (frontier_batches * k) if frontier_batches > 0 else 0.0
     return min(1.0, max(floor, thin))
+
+
+class ColdYield:
+    """What a cold draw is expected to measure: the mean distance ``|q - target|`` of the first measurements of
+    records drawn from the cold queue, each older observation discounted by ``decay`` (0.99: the last ~100 count;
+    the unmeasured part of the pool gets easier as the policy learns). O(1) per observation."""
+
+    def __init__(self, decay: float = 0.99) -> None:
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"ColdYield decay must lie in [0, 1), got {decay!r}")
+        self.decay = decay
+        self.weight = 0.0  # discounted count of observations
+        self.total = 0.0  # discounted sum of distances
+
+    def observe(self, distance: float) -> None:
+        self.weight = self.weight * self.decay + 1.0
+        self.total = self.total * self.decay + distance
+
+    def mean(self) -> float | None:
+        """The expected distance; ``None`` before the first observation."""
+        return self.total / self.weight if self.weight > 0 else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"decay": self.decay, "weight": self.weight, "total": self.total}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.decay = float(state.get("decay", self.decay))
+        self.weight, self.total = float(state["weight"]), float(state["total"])
 
 
 class SelectionWindow:
@@ -105,8 +153,9 @@ _count_frontier = frontier_size  # the module function, under a name the mixin's
 
 
 class PoolExplorationMixin:
-    """``QueryPool``'s exploration: the cold share of a batch, the frontier set's size, the re-visit bound. Uses the
-    pool's ``config``, ``_cold``, ``_scored``, ``_window``, ``ranking_value`` and ``_group``."""
+    """``QueryPool``'s exploration: the cold share of a batch, the frontier set's size, the re-visit bound, the
+    coverage metrics. Uses the pool's ``config``, ``_cold``, ``_scored``, ``_window``, ``_cold_yield``,
+    ``_records``, ``_measured``, ``_last_cold``, ``ranking_value`` and ``_group``."""
 
     def _cap_revisits(self, picked: list[int]) -> tuple[list[int], list[int]]:
         """``max_window_visits``: frontier picks trained that many times in the window go back to the buckets and
@@ -128,7 +177,71 @@ class PoolExplorationMixin:
         cfg = self.config
         if cfg.exploration == "fixed" or not self._cold:
             return cfg.cold_fraction
+        if cfg.exploration == "greedy":
+            better = self.better_than_cold(k) if cfg.boundary == "target" else None
+            return cfg.cold_fraction if better is None else greedy_cold_share(better, k, cfg.cold_fraction)
         return adaptive_cold_share(self.frontier_size(), k, cfg.frontier_batches, cfg.cold_fraction)
+
+    def better_than_cold(self, limit: int | None = None) -> int | None:
+        """``F_d``: the picks the frontier draw would make nearer the target than a cold draw is expected to be
+        (seeds, and children as the draw ranks them, at most ``max_child_fraction`` of ``limit``); ``None``
+        before any cold draw was measured. With ``revisit_penalty`` p a seed trained v times counts as ``p * v``
+        farther; the walk outwards from the target then stops once ``limit`` are found. O(d * resolution)
+        without the penalty, O(d * resolution + seeds walked) with it."""
+        d = self._cold_yield.mean()
+        if d is None:
+            return None
+        target, penalty = self.config.target_pass_rate, self.config.revisit_penalty
+        kids = self._children_better_than(d, limit)
+        if penalty <= 0:
+            return _count_frontier(self._scored, target, d) + kids
+        buckets, res = self._scored, self._scored.resolution
+        centre, count = buckets.bucket_of_value(target), 0
+        for dist in range(int(d * res) + 1):
+            for b in {centre - dist, centre + dist}:
+                if 0 <= b < res:
+                    count += sum(1 for rid in buckets.members(SEED_GROUP, b)
+                                 if dist / res + penalty * self._records[rid].visits <= d)
+            if limit is not None and count + kids >= limit:
+                break
+        return count + kids
+
+    def _children_better_than(self, d: float, limit: int | None) -> int:
+        """Children the frontier draw would take before a pick at distance ``d``: those within ``d`` minus the
+        child distance penalty, at most the batch's child budget (``max_child_fraction`` of ``limit``)."""
+        cfg = self.config
+        if self._scored.groups < 2:
+            return 0
+        penalty = cfg.child_distance_penalty
+        if penalty is None:
+            penalty = self.child_calibration.frontier_penalty()
+        if d - penalty < 0:
+            return 0
+        found = _count_frontier(self._scored, cfg.target_pass_rate, d - penalty, group=CHILD_GROUP)
+        if limit is not None and cfg.max_child_fraction < 1.0:
+            found = min(found, math.floor(cfg.max_child_fraction * limit))
+        return found
+
+    def _observe_cold(self, value: float) -> None:
+        """Called by ``feedback`` after the first measurement of a record drawn from the cold queue (no ranking
+        value before): its estimate, on the scale the frontier is ranked on, tells what a cold draw yields."""
+        self._cold_yield.observe(abs(value - self.config.target_pass_rate))
+
+    def coverage_metrics(self) -> dict[str, float]:
+        """How much of the pool has been measured, how big the frontier set is, how many distinct records recent
+        batches trained and how often each, the cold share the rule asked for and drew, and what a cold draw is
+        expected to measure (``pool/cold_distance``, -1 before any) with ``pool/better_than_cold`` (``F_d``)."""
+        out = {
+            "pool/measured": float(self._measured),
+            "pool/measured_share": self._measured / len(self._records) if self._records else 0.0,
+            "pool/frontier_size": float(self.frontier_size()),
+            "pool/cold_share_rule": self._last_cold[0], "pool/cold_share_drawn": self._last_cold[1],
+        }
+        d, better = self._cold_yield.mean(), self.better_than_cold()
+        out["pool/cold_distance"] = -1.0 if d is None else d
+        out["pool/better_than_cold"] = -1.0 if better is None else float(better)
+        out.update(self._window.metrics())
+        return out
 
     def frontier_size(self) -> int:
         """Pooled seeds whose ranking value lies within ``frontier_band`` of ``target_pass_rate``. O(band)."""

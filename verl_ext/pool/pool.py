@@ -37,7 +37,7 @@ from verl_ext.pool.errors import RecordStateError, UnknownRecordError
 from verl_ext.pool.calibration import ChildCalibration
 from verl_ext.pool.capacity import PoolCapacityMixin
 from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
-from verl_ext.pool.exploration import PoolExplorationMixin, SelectionWindow
+from verl_ext.pool.exploration import ColdYield, PoolExplorationMixin, SelectionWindow
 from verl_ext.pool.feedback import FeedbackSummary
 from verl_ext.pool.heap import IndexedHeap
 from verl_ext.pool.ingest import PoolIngestMixin
@@ -81,6 +81,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
         self._changed_pending: dict[int, None] = {}
         self.child_calibration = ChildCalibration()
         self._window = SelectionWindow(self.config.metrics_window)
+        self._cold_yield = ColdYield()
         self._measured = 0  # held records with a measured value (for pool/measured_share)
         self._last_cold = (0.0, 0.0)  # (the rule's cold share, the share drawn) of the last sample
 
@@ -88,10 +89,10 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
     def sample(self, k: int, step: int) -> list[int]:
         """Boundary sampling of up to ``k`` ids; they are in flight afterwards. O(k + buckets).
 
-        Cold records first (the share ``cold_share(k)``: ``cold_fraction``, or the adaptive rule of
-        ``exploration.py``, while scored records can fill the rest; ``max_window_visits`` may swap frontier picks
-        for more); then, in ``mixed`` mode, a share from the easiest; the rest from the frontier (``boundary``:
-        ``target`` or ``median``, see ``frontier.py``), with at most ``max_child_fraction`` of the batch augmented.
+        Cold records first (the share ``cold_share(k)``: the ``exploration`` rule of ``exploration.py``) while
+        scored records can fill the rest (``max_window_visits`` may swap frontier picks for more); then, in
+        ``mixed`` mode, a share from the easiest; the rest from the frontier (``boundary``: ``target`` or
+        ``median``, see ``frontier.py``), with at most ``max_child_fraction`` of the batch augmented.
         Returns fewer than ``k`` only if the pool has fewer.
         """
         k = check_count(k, "k")
@@ -229,6 +230,8 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
                 if rec.origin == AUGMENTED and rec.prior is not None:
                     self.child_calibration.observe(rec.prior, passes, n)
             self.estimator.update(rec, passes, n)
+            if estimate is None:  # a cold draw's first measurement: what the next one is expected to read
+                self._observe_cold(self.estimator.value(rec))
             rec.last_pass = passes / n
             rec.visits += 1
             rec.solved_bits = ((rec.solved_bits << 1) | (passes == n)) & mask
@@ -351,13 +354,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
             lo = self._scored.bucket_of_value(max(0.0, self.config.target_pass_rate - 0.25))
             hi = self._scored.bucket_of_value(min(1.0, self.config.target_pass_rate + 0.25))
             out["pool/frac_near_target"] = float(merged[lo:hi + 1].sum()) / len(self._scored)
-        # Coverage (issue 23): how much of the pool has been measured, how big the frontier set is, how many
-        # distinct records recent batches trained and how often each, and the cold share the rule asked for/drew.
-        out["pool/measured"] = self._measured
-        out["pool/measured_share"] = self._measured / len(self._records) if self._records else 0.0
-        out["pool/frontier_size"] = self.frontier_size()
-        out["pool/cold_share_rule"], out["pool/cold_share_drawn"] = self._last_cold
-        out.update(self._window.metrics())
+        out.update(self.coverage_metrics())  # issue 23 (exploration.py)
         return {k: float(v) for k, v in out.items()}
 
     def counters(self) -> dict[str, int]:

@@ -48,6 +48,7 @@ class PoolStateMixin:
             "changed_pending": list(self._changed_pending),
             "child_calibration": self.child_calibration.state_dict(),
             "window": self._window.state_dict(),
+            "cold_yield": self._cold_yield.state_dict(),
             "last_cold": list(self._last_cold),
         }
 
@@ -108,6 +109,8 @@ class PoolStateMixin:
         else:
             self._window.load_state_dict({"batches": []})
         self._last_cold = tuple(state.get("last_cold", (0.0, 0.0)))
+        # absent before exploration: greedy: the expectation restarts from the next cold draw measured
+        self._cold_yield.load_state_dict(state.get("cold_yield", {"weight": 0.0, "total": 0.0}))
 
 
 def _pooled_ids(state: dict[str, Any]) -> list[int]:

@@ -3,6 +3,7 @@
     python -m verl_ext.sim.bench --scenario default \\
         --strategies uniform,prioritized,boundary,heapa,hive,mopps,greso,oracle --seeds 10 --out docs/sim_default.png
     python -m verl_ext.sim.bench --scenario all --seeds 10 --jobs 2     # every shipped scenario + a summary matrix
+    python -m verl_ext.sim.bench --scenario small_batch --set learner.repeat_decay=0.7   # a field overridden
 
 The table (Markdown, on stdout) has, per strategy, the mean and 95% interval over seeds of: training rollouts to
 reach the scenario's target accuracy, accuracy when the rollout budget is spent, and the share of zero-variance
@@ -20,7 +21,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from verl_ext.sim.config import ScenarioConfig, available_scenarios, load_scenario
+from verl_ext.sim.config import ScenarioConfig, available_scenarios, load_scenario, with_overrides
 from verl_ext.sim.report import format_matrix, format_table, plot, summarise
 from verl_ext.sim.runner import SIM_STRATEGIES, RunResult, run_simulation
 
@@ -71,6 +72,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (results do not depend on it)")
     ap.add_argument("--out", default=None, help="PNG plot of accuracy vs rollouts (needs matplotlib)")
     ap.add_argument("--json", default=None, help="write every run's curve and counters to this JSON file")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="override a scenario field in every scenario run (repeatable), e.g. "
+                         "learner.repeat_decay=0.7")
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     by_scenario: dict[str, list] = {}
     all_results: list[RunResult] = []
     for name in names:
-        config = load_scenario(name)
+        config = with_overrides(load_scenario(name), args.overrides)
         started = time.perf_counter()
         results = run_grid(config, args.strategies, seeds, jobs=args.jobs, progress=not args.quiet)
         wall = time.perf_counter() - started

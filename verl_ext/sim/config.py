@@ -81,7 +81,11 @@ class LearnerConfig:
     memo_i - difficulty_i))``. A step moves ``ability`` by ``learning_rate * mean over the batch of (group reward
     spread * topic share)``: only mixed groups count; ``transfer`` is the share of each group's gain spread over
     all topics (the rest goes to its own). ``item_learning_rate`` adds prompt-specific gain (memorisation, which
-    the test set does not see); ``drift_std`` is a random walk of each topic's ability per step."""
+    the test set does not see); ``drift_std`` is a random walk of each topic's ability per step.
+    ``repeat_decay`` (opt-in, 1 = off, every shipped scenario): a prompt's contribution to the ability update is
+    multiplied by ``repeat_decay ** (times it was trained before)``: a diminishing return for re-training one
+    prompt (what the policy could generalise from it, it has mostly taken), which the pool cannot observe.
+    With 1 re-training a prompt teaches as much as a new one, so nothing rewards exploring the seed set."""
 
     init_ability: float = 0.0
     discrimination: float = 1.0
@@ -89,6 +93,7 @@ class LearnerConfig:
     transfer: float = 0.5
     item_learning_rate: float = 0.2
     drift_std: float = 0.01
+    repeat_decay: float = 1.0
 
     def __post_init__(self) -> None:
         _num("learner", "init_ability", self.init_ability)
@@ -97,6 +102,7 @@ class LearnerConfig:
         _num("learner", "transfer", self.transfer, 0.0, 1.0)
         _num("learner", "item_learning_rate", self.item_learning_rate, 0.0)
         _num("learner", "drift_std", self.drift_std, 0.0)
+        _num("learner", "repeat_decay", self.repeat_decay, 0.0, 1.0)
 
 
 @dataclass
@@ -261,3 +267,17 @@ def load_scenario(name_or_path: str | Path) -> ScenarioConfig:
     except yaml.YAMLError as err:
         raise ConfigError(f"scenario {str(name_or_path)!r} is not valid YAML: {err}") from None
     return ScenarioConfig.from_dict(data or {})
+
+
+def with_overrides(config: ScenarioConfig, assignments: list[str]) -> ScenarioConfig:
+    """``config`` with ``SECTION.KEY=VALUE`` assignments applied (VALUE parsed as YAML), validated like a file:
+    e.g. ``learner.repeat_decay=0.7`` or ``pool.exploration=fixed``. The name is kept."""
+    data = config.to_dict()
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot or not name or section not in data or not isinstance(data[section], dict):
+            raise ConfigError(f"override {item!r} is not SECTION.KEY=VALUE with SECTION one of "
+                              f"{', '.join(k for k, v in data.items() if isinstance(v, dict))}")
+        data[section][name] = yaml.safe_load(raw)
+    return ScenarioConfig.from_dict(data)

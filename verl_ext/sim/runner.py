@@ -47,6 +47,9 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     # the exploration rules of issue 23 side by side, whatever the default is (docs/pool.md)
     "heapa_fixed": SimStrategy("boundary", augment=True, lineage=True, pool={"exploration": "fixed"}),
     "heapa_adaptive": SimStrategy("boundary", augment=True, lineage=True, pool={"exploration": "adaptive"}),
+    "heapa_greedy": SimStrategy("boundary", augment=True, lineage=True, pool={"exploration": "greedy"}),
+    "heapa_revisit": SimStrategy("boundary", augment=True, lineage=True,
+                                 pool={"exploration": "greedy", "revisit_penalty": 0.4}),
     "hive": SimStrategy("hive"),
     "mopps": SimStrategy("mopps"),
     "greso": SimStrategy("greso"),

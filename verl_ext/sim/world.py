@@ -9,7 +9,8 @@ learner needs exactly the properties that make that choice matter, and nothing m
   only the reward spread of mixed groups (``2*sqrt(q(1-q))``, 1 at q=0.5) moves the ability, averaged over the
   batch (zero-variance groups dilute the update, as in a token-mean loss);
 - gains go mostly to the group's topic and partly (``transfer``) to all topics; per-prompt memorisation
-  (``memo``) makes re-training one prompt worth less and does not reach the test set; a random walk
+  (``memo``) makes re-training one prompt worth less and does not reach the test set; opt-in, ``repeat_decay``
+  discounts a prompt's share of the update by how often it was trained before (diminishing returns); a random walk
   (``drift_std``) and the learning itself move the frontier, so statistics go stale.
 
 Latent state is kept in arrays indexed by record id (the pool allocates ids densely from 0), so every query is
@@ -53,6 +54,7 @@ class SyntheticWorld:
         self.valid = np.zeros(cap, dtype=bool)
         self.memo = np.zeros(cap)
         self.known = np.zeros(cap, dtype=bool)
+        self.trained = np.zeros(cap)  # trainings per record (``repeat_decay``)
         self.seed_difficulty = draw_mixture(rng_init, prompts.difficulty, prompts.n_train)
         self.seed_topic = rng_init.integers(prompts.n_topics, size=prompts.n_train)
         test_mix = prompts.test_difficulty if prompts.test_difficulty is not None else prompts.difficulty
@@ -68,7 +70,7 @@ class SyntheticWorld:
         need = int(ids.max()) + 1
         if need > len(self.difficulty):
             size = max(need, 2 * len(self.difficulty))
-            for name in ("difficulty", "topic", "valid", "memo", "known"):
+            for name in ("difficulty", "topic", "valid", "memo", "known", "trained"):
                 old = getattr(self, name)
                 new = np.zeros(size, dtype=old.dtype)
                 new[:len(old)] = old
@@ -77,6 +79,7 @@ class SyntheticWorld:
         self.topic[ids] = topic
         self.valid[ids] = valid
         self.memo[ids] = 0.0
+        self.trained[ids] = 0.0
         self.known[ids] = True
 
     def solve_prob(self, ids: np.ndarray) -> np.ndarray:
@@ -111,10 +114,12 @@ class SyntheticWorld:
         if len(ids):
             q = passes / n
             spread = 2.0 * np.sqrt(q * (1.0 - q))
-            own = np.bincount(self.topic[ids], weights=spread, minlength=self.n_topics)
-            gain = (1.0 - cfg.transfer) * self.n_topics * own + cfg.transfer * spread.sum()
+            teach = spread if cfg.repeat_decay == 1.0 else spread * cfg.repeat_decay ** self.trained[ids]
+            own = np.bincount(self.topic[ids], weights=teach, minlength=self.n_topics)
+            gain = (1.0 - cfg.transfer) * self.n_topics * own + cfg.transfer * teach.sum()
             self.ability += cfg.learning_rate * gain / max(len(ids), batch_size or 0)
             self.memo[ids] += cfg.item_learning_rate * spread
+            self.trained[ids] += 1.0
         if cfg.drift_std > 0:
             self.ability += cfg.drift_std * self._roll.standard_normal(self.n_topics)
 

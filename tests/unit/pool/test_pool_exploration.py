@@ -1,12 +1,12 @@
-"""Exploration of never-measured records (issue 23): the adaptive cold share, the re-visit bound, the coverage
-metrics, and their checkpoints."""
+"""Exploration of never-measured records (issue 23): the greedy (default) and adaptive cold shares, the re-visit
+bound, the coverage metrics, and their checkpoints."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verl_ext.pool import ConfigError, PoolConfig, QueryPool
-from verl_ext.pool.exploration import SelectionWindow, adaptive_cold_share
+from verl_ext.pool.exploration import ColdYield, SelectionWindow, adaptive_cold_share, greedy_cold_share
 
 
 def cold_pool(n=200, seed=0, **cfg):
@@ -55,11 +55,102 @@ def test_fixed_mode_keeps_cold_fraction_and_paper_is_unchanged():
     assert sum(pool.get(r).stat is None for r in pool.sample(16, 1)) == 4
     paper = PoolConfig.paper()
     assert paper.cold_fraction == 1.0 and paper.exploration == PoolConfig().exploration
-    assert PoolConfig().exploration == "fixed"  # issue 23: the adaptive rule lost in the simulator (docs/pool.md)
+    assert PoolConfig().exploration == "greedy"  # issue 23: ties or wins everywhere in the simulator (docs/pool.md)
+
+
+@given(better=st.integers(0, 10_000), k=st.integers(0, 512), floor=st.floats(0, 1))
+def test_greedy_share_stays_in_floor_one_falls_with_better_picks_and_is_the_floor_when_they_fill_the_batch(
+        better, k, floor):
+    share = greedy_cold_share(better, k, floor)
+    assert floor <= share <= 1.0
+    assert greedy_cold_share(better + 1, k, floor) <= share
+    if better >= (1.0 - floor) * k:  # the frontier fills every seat the floor leaves with better-than-cold picks
+        assert share == pytest.approx(floor)
+    if k and better < (1.0 - floor) * k:  # exactly the seats the frontier cannot fill that way go cold
+        assert share == pytest.approx(1.0 - better / k)
+
+
+@given(xs=st.lists(st.floats(0, 0.5), min_size=1, max_size=60), decay=st.floats(0, 0.999))
+def test_cold_yield_is_a_discounted_mean_and_round_trips(xs, decay):
+    y = ColdYield(decay)
+    assert y.mean() is None
+    for x in xs:
+        y.observe(x)
+    assert min(xs) - 1e-12 <= y.mean() <= max(xs) + 1e-12
+    twin = ColdYield()
+    twin.load_state_dict(y.state_dict())
+    assert twin.mean() == y.mean() and twin.decay == y.decay
+    if decay == 0:
+        assert y.mean() == xs[-1]
+
+
+def test_cold_yield_rejects_a_decay_outside_zero_one():
+    with pytest.raises(ValueError, match="decay"):
+        ColdYield(1.0)
+
+
+def test_greedy_explores_exactly_when_the_frontier_has_no_pick_better_than_a_cold_draw():
+    pool = QueryPool(PoolConfig(max_pool_size=10_000, exploration="greedy"), seed=0)
+    # 100 seeds already measured as nearly solved (priors) and 300 never measured
+    pool.add_seeds_bulk([f"s{i}" for i in range(100)], ["a"] * 100, "s", priors=[0.95] * 100)
+    pool.add_seeds_bulk([f"c{i}" for i in range(300)], ["a"] * 300, "s")
+    k = 16
+    assert pool.better_than_cold() is None and pool.cold_share(k) == 0.25  # nothing known of cold draws yet
+    ids = pool.sample(k, 0)
+    cold = [r for r in ids if pool.get(r).stat is None and pool.get(r).prior is None]
+    assert len(cold) == 4
+    pool.feedback({r: ((4, 8) if r in cold else (8, 8)) for r in ids}, 0)  # cold draws land on the target
+    pool.reinsert(0, k)
+    m = pool.metrics()
+    assert m["pool/cold_distance"] == 0.0 and m["pool/better_than_cold"] == 4
+    assert pool.cold_share(k) == pytest.approx(1 - 4 / k)  # 12 seats would go to records worse than a cold draw
+    batch = pool.sample(k, 1)
+    assert sum(pool.get(r).stat is None for r in batch) == 12
+    pool.feedback({r: (0, 8) for r in batch}, 1)  # cold draws come back hopeless: expected farther now ...
+    pool.reinsert(1, k)
+    assert 0.3 < pool.metrics()["pool/cold_distance"] < 0.5
+    assert pool.cold_share(k) > 0.25  # ... but still nearer than anything measured
+    pool.add_seeds_bulk([f"m{i}" for i in range(20)], ["a"] * 20, "s", priors=[0.5] * 20)
+    assert pool.better_than_cold() >= 20 and pool.cold_share(k) == 0.25  # the frontier fills the batch again
+
+
+def test_greedy_counts_children_as_the_frontier_draw_would_and_median_keeps_the_floor():
+    pool = QueryPool(PoolConfig(max_pool_size=10_000), seed=0)  # the default rule
+    pool.add_seeds_bulk([f"s{i}" for i in range(100)], ["a"] * 100, "s", priors=[0.95] * 100)
+    pool.add_seeds_bulk([f"c{i}" for i in range(300)], ["a"] * 300, "s")
+    ids = pool.sample(16, 0)
+    cold = [r for r in ids if pool.get(r).prior is None]
+    pool.feedback({r: ((4, 8) if r in cold else (8, 8)) for r in ids}, 0)
+    pool.reinsert(0, 16)
+    assert pool.better_than_cold(16) == 4 and pool.cold_share(16) == 0.75
+    median = QueryPool(PoolConfig(max_pool_size=10_000, boundary="median"), seed=0)
+    median.load_state_dict(pool.state_dict())
+    assert median.cold_share(16) == 0.25  # the median draw is not centred on the target: the floor
+    for j in range(12):  # children ranked at 0.5 (their parent's measured value)
+        pool.add_child(f"k{j}", "a", "s", cold[0], 1.0, 0)
+    # 4 seeds + 8 children (max_child_fraction 0.5 of 16): the draw fills 12 seats better than a cold draw
+    assert pool.better_than_cold(16) == 12 and pool.better_than_cold() == 16
+    assert pool.cold_share(16) == 0.25
+
+
+def test_revisit_penalty_counts_often_trained_seeds_as_farther():
+    pool = cold_pool(400, exploration="greedy", revisit_penalty=0.1)
+    train(pool, 16, 0)  # 16 seeds at 4/8, each trained once; cold draws measured on the target (d = 0)
+    assert pool.better_than_cold(16) == 0 and pool.cold_share(16) == 1.0  # 0.1 farther than a fresh cold draw
+    plain = cold_pool(400, exploration="greedy")
+    train(plain, 16, 0)
+    assert plain.better_than_cold(16) == 16 and plain.cold_share(16) == 0.25
+
+
+def test_greedy_is_the_fixed_share_while_the_measured_frontier_is_rich():
+    pool = cold_pool(400, exploration="greedy")
+    for step in range(3):
+        train(pool, 16, step)  # everything measured lands at 4/8: the frontier holds every scored seed
+    assert pool.better_than_cold() >= 16 and pool.cold_share(16) == 0.25
 
 
 @pytest.mark.parametrize("bad", [{"exploration": "more"}, {"frontier_band": 1.5}, {"frontier_batches": -1},
-                                 {"max_window_visits": 0}, {"metrics_window": 0}])
+                                 {"max_window_visits": 0}, {"metrics_window": 0}, {"revisit_penalty": -0.1}])
 def test_bad_exploration_knobs_name_the_field(bad):
     with pytest.raises(ConfigError, match=next(iter(bad))):
         PoolConfig(**bad)
@@ -67,7 +158,7 @@ def test_bad_exploration_knobs_name_the_field(bad):
 
 @settings(max_examples=40, deadline=None)
 @given(k=st.integers(1, 12), limit=st.integers(1, 3), window=st.integers(1, 6),
-       exploration=st.sampled_from(["fixed", "adaptive"]), seed=st.integers(0, 9))
+       exploration=st.sampled_from(["fixed", "adaptive", "greedy"]), seed=st.integers(0, 9))
 def test_visits_per_window_are_bounded_while_cold_records_remain(k, limit, window, exploration, seed):
     pool = cold_pool(600, seed=seed, exploration=exploration, max_window_visits=limit, metrics_window=window)
     history = []
@@ -103,8 +194,9 @@ def test_coverage_metrics_reach_the_log():
     assert m["pool/window_distinct"] == 10 and m["pool/window_visits"] == 1.0
 
 
-def test_checkpoint_round_trip_and_old_checkpoints_load():
-    cfg = dict(exploration="adaptive", max_window_visits=2, metrics_window=4)
+@pytest.mark.parametrize("exploration", ["adaptive", "greedy"])
+def test_checkpoint_round_trip_and_old_checkpoints_load(exploration):
+    cfg = dict(exploration=exploration, max_window_visits=2, metrics_window=4)
     pool = cold_pool(300, seed=3, **cfg)
     for step in range(6):
         train(pool, 12, step)
@@ -115,10 +207,11 @@ def test_checkpoint_round_trip_and_old_checkpoints_load():
     assert twin.metrics() == pool.metrics()
     assert [train(twin, 12, s) for s in range(6, 9)] == [train(pool, 12, s) for s in range(6, 9)]
     old = dict(state)  # a checkpoint written before issue 23
-    for key in ("window", "last_cold"):
+    for key in ("window", "last_cold", "cold_yield"):
         old.pop(key)
     old["counters"] = {k: v for k, v in old["counters"].items() if k != "revisit_cap_swaps"}
     legacy = QueryPool(PoolConfig(max_pool_size=10_000), seed=0)
     legacy.load_state_dict(old)
     assert legacy.metrics()["pool/window_distinct"] == 0.0
     assert legacy.metrics()["pool/measured"] == measured  # recounted from the records
+    assert legacy.metrics()["pool/cold_distance"] == -1.0 and legacy.cold_share(12) == 0.25

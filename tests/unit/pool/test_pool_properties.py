@@ -29,7 +29,7 @@ class PoolMachine(RuleBasedStateMachine):
         cold_fraction=st.sampled_from([0.0, 0.25, 1.0]),
         child_cap=st.sampled_from([0.0, 0.5, 1.0]),
         resolution=st.sampled_from([1, 7, 1000]),
-        exploration=st.sampled_from(["fixed", "adaptive"]),
+        exploration=st.sampled_from(["fixed", "adaptive", "greedy"]),
         window_visits=st.sampled_from([None, 1, 2]),
     )
     def setup(self, cap, archive, low_fraction, mode, estimator, trigger, rate, streak, max_visits, seed, boundary,

@@ -5,6 +5,7 @@ import yaml
 
 from verl_ext.pool.errors import ConfigError
 from verl_ext.sim import ScenarioConfig, available_scenarios, load_scenario
+from verl_ext.sim.config import with_overrides
 
 
 def test_shipped_scenarios_load_and_mirror_the_dataclasses():
@@ -43,6 +44,7 @@ def test_load_by_path_and_missing_names(tmp_path):
     ({"prompts": {"difficulty": [{"mean": 0, "std": 1}]}}, "exactly the keys"),
     ({"learner": {"transfer": 2}}, "learner.transfer"),
     ({"learner": {"discrimination": 0}}, "learner.discrimination"),
+    ({"learner": {"repeat_decay": 1.5}}, "learner.repeat_decay"),
     ({"augment": {"invalid_rate": -0.1}}, "augment.invalid_rate"),
     ({"augment": {"parents": {"num_parent": 3}}}, "augment.parents: unknown keys"),
     ({"augment": {"parents": {"parent_selection": "top"}}}, "augment.parents"),
@@ -66,3 +68,15 @@ def test_small_batch_scenarios_of_issue_23():
     assert ratios["small_batch"] == pytest.approx(1 / 100) and ratios["huge_pool"] == pytest.approx(1 / 1000)
     cpu = load_scenario("cpu_comparison")
     assert (cpu.prompts.n_train, cpu.train.batch_size, cpu.train.budget_rollouts // (16 * 8)) == (2000, 16, 30)
+
+
+def test_overrides_replace_one_field_and_are_validated():
+    base = load_scenario("small_batch")
+    assert base.learner.repeat_decay == 1.0  # the knob is off in every shipped scenario
+    cfg = with_overrides(base, ["learner.repeat_decay=0.7", "pool.exploration=fixed"])
+    assert cfg.learner.repeat_decay == 0.7 and cfg.pool["exploration"] == "fixed" and cfg.name == base.name
+    assert cfg.train == base.train and base.learner.repeat_decay == 1.0
+    for bad, match in (("learner.repeat_decay", "SECTION.KEY=VALUE"), ("nosuch.x=1", "SECTION.KEY=VALUE"),
+                       ("learner.nosuch=1", "unknown learner keys"), ("learner.repeat_decay=2", "repeat_decay")):
+        with pytest.raises(ConfigError, match=match):
+            with_overrides(base, [bad])

@@ -104,11 +104,46 @@ def test_scenario_strategy_options_reach_the_strategy():
 
 
 def test_exploration_variants_run_on_their_own_pool_rule():
-    """``heapa_fixed`` / ``heapa_adaptive`` (issue 23) override the scenario's pool: the adaptive rule explores
-    more never-measured records while the frontier set is thin; the fixed one keeps ``cold_fraction``."""
+    """``heapa_fixed`` / ``heapa_adaptive`` / ``heapa_greedy`` / ``heapa_revisit`` (issue 23) override the
+    scenario's pool: the adaptive rule explores more never-measured records while the frontier set is thin; the
+    fixed one keeps ``cold_fraction``; ``heapa`` runs the default (greedy) and the revisit penalty explores more."""
     cfg = tiny(train={"budget_rollouts": 16 * 8 * 6})
     fixed = run_simulation(cfg, "heapa_fixed", seed=0).pool_metrics
     adaptive = run_simulation(cfg, "heapa_adaptive", seed=0).pool_metrics
     assert fixed["pool/cold_share_rule"] == 0.25
     assert adaptive["pool/measured"] >= fixed["pool/measured"]
     assert cfg.pool_config(exploration="adaptive").exploration == "adaptive"
+    greedy = run_simulation(cfg, "heapa_greedy", seed=0)
+    default = run_simulation(cfg, "heapa", seed=0)
+    assert greedy.rollouts == default.rollouts and greedy.accuracy == default.accuracy
+    assert greedy.pool_metrics["pool/cold_distance"] >= 0.0
+    revisit = run_simulation(cfg, "heapa_revisit", seed=0).pool_metrics
+    assert revisit["pool/measured"] >= greedy.pool_metrics["pool/measured"]
+
+
+def test_repeat_decay_discounts_retrained_prompts_and_is_off_by_default():
+    """The opt-in diminishing return (issue 23): a prompt's n-th training moves the ability by decay**(n-1) of
+    what a fresh prompt with the same outcome would; memorisation is unchanged; 1.0 is today's world."""
+    from verl_ext.sim.config import LearnerConfig, PromptsConfig
+    from verl_ext.sim.world import SyntheticWorld
+
+    def world(decay):
+        rngs = [np.random.default_rng(i) for i in range(3)]
+        w = SyntheticWorld(PromptsConfig(n_train=4, n_test=10, n_topics=1),
+                           LearnerConfig(drift_std=0.0, repeat_decay=decay), *rngs)
+        w.register(np.arange(4), np.zeros(4), np.zeros(4, dtype=np.int64), np.ones(4, dtype=bool))
+        return w
+
+    ids, passes = np.array([0, 1]), np.array([4, 4])
+    gains = {}
+    for decay in (1.0, 0.5):
+        w = world(decay)
+        steps = []
+        for _ in range(3):
+            before = w.ability.copy()
+            w.learn(ids, passes, 8)
+            steps.append(float((w.ability - before)[0]))
+        gains[decay] = steps
+        assert w.trained[:2].tolist() == [3.0, 3.0] and w.memo[0] == pytest.approx(3 * 0.2)
+    assert gains[1.0] == pytest.approx([gains[0.5][0]] * 3)
+    assert gains[0.5][1:] == pytest.approx([0.5 * gains[0.5][0], 0.25 * gains[0.5][0]])
