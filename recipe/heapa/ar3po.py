@@ -5,7 +5,8 @@ the replay buffer hands the step's batch over, every group is finished, with une
 runs before verl balances the batch (so reused rows are balanced, padded and given old log-probs by the current
 actor like every other row):
 
-1. read each group's rewards in generation order and check them against the planner (``stage_account``);
+1. read each group's rewards in generation order from the step's view (``step_batch.py``) and check them against
+   the planner (``stage_account``);
 2. ``finish_step``: for an all-wrong group whose prompt has a banked correct response, a reuse plan;
 3. write each reused response as a new session of its group (``replace`` drops the wrong response it replaces,
    ``append`` keeps it), tagged ``ar3po_reused`` and marked in ``extra_fields[reuse.mark_field]``;
@@ -19,7 +20,6 @@ PPO's clipped objective is positively homogeneous in the advantage, so this is e
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,9 +31,8 @@ from transfer_queue import KVBatchMeta
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl_ext.ar3po import AR3POConfig, ResponseBank, finish_step, group_stats, stage_account, stage_metrics
 
-from .ar3po_rows import (RESPONSE_FIELDS, IncompatibleEntry, Trajectory, bank_payload, build_reused_row, parse_key,
-                         reused_tag)
-from .tq_feedback import acc_of
+from .ar3po_rows import RESPONSE_FIELDS, IncompatibleEntry, bank_payload, build_reused_row, reused_tag
+from .step_batch import StepBatch, Trajectory
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -54,10 +53,16 @@ class Ar3poStage:
         self._discarded = [0, 0]
 
     # ------------------------------------------------------------------------------------------- the batch
-    def on_batch(self, batch: KVBatchMeta, step: int) -> tuple[KVBatchMeta, dict[str, float]]:
-        """Account, reuse and bank for the step's batch; returns the batch to train on and ``rollout/*`` scalars."""
+    def on_batch(self, batch: KVBatchMeta, view: StepBatch, step: int) -> tuple[KVBatchMeta, dict[str, float]]:
+        """Account, reuse and bank for the step's batch; returns the batch to train on and ``rollout/*`` scalars.
+        ``view`` is the step's trajectories (``step_batch.py``); reused and replaced rows are recorded in it."""
         self.reused_keys, self.reused_records, self._discarded = set(), [], [0, 0]
-        groups, payloads = self._read(batch)
+        groups = view.groups()
+        for trajs in groups.values():
+            for t in trajs:
+                if t.acc is None:
+                    raise KeyError(f"trajectory {t.key} has no reward_extra_info[{self.acc_field!r}]")
+        payloads = self._payloads(view, groups)
         record_of = {uid: trajs[0].record_id for uid, trajs in groups.items()}
         if len(set(record_of.values())) < len(record_of):
             logger.warning("AR3PO: a record has two groups in one batch; both are counted, only the first can get a "
@@ -70,7 +75,7 @@ class Ar3poStage:
         metrics = stage_metrics(stage_account(self.config, accs))
         out = finish_step(accs, self.bank, step, record_of=record_of)
         metrics.update(out.metrics)
-        batch, applied = self._apply(batch, groups, out.plans)
+        batch, applied = self._apply(batch, view, groups, out.plans)
         for uid in set(out.plans) - applied:
             self.bank.unapplied(out.plans[uid])
         final = {uid: (out.plans[uid].apply(a) if uid in applied else a) for uid, a in accs.items()}
@@ -96,35 +101,21 @@ class Ar3poStage:
         metrics.update(self.bank.metrics())  # after this step's puts
         return batch, metrics
 
-    def _read(self, batch: KVBatchMeta) -> tuple[dict[str, list[Trajectory]], dict[str, dict[str, Any]]]:
-        """Groups (uid -> sessions in generation order) and bank payloads of the correct single-output sessions."""
-        rows = [(k, tag) for k, tag in zip(batch.keys, batch.tags)
-                if not tag.get("is_padding", False) and parse_key(k) is not None]
-        if not rows:
-            return {}, {}
+    def _payloads(self, view: StepBatch, groups: Mapping[str, list[Trajectory]]) -> dict[str, dict[str, Any]]:
+        """Bank payloads of the correct single-output sessions (multi-output sessions are not banked)."""
+        outputs = view.outputs_per_session()
+        correct = [t for trajs in groups.values() for t in trajs
+                   if outputs[(t.uid, t.session)] == 1 and self.config.is_correct(t.acc)]
+        if not correct:
+            return {}
         fields = list(RESPONSE_FIELDS) + (["rollout_log_probs"] if self.with_log_probs else [])
-        data = tq.kv_batch_get(keys=[k for k, _ in rows], partition_id=batch.partition_id, select_fields=fields)
-        outputs: dict[tuple[str, int], list[int]] = defaultdict(list)  # (uid, session) -> row positions
-        for i, (key, _) in enumerate(rows):
-            uid, session, _ = parse_key(key)
-            outputs[(uid, session)].append(i)
-        groups: dict[str, list[Trajectory]] = defaultdict(list)
-        payloads: dict[str, dict[str, Any]] = {}
-        for (uid, session), positions in sorted(outputs.items(), key=lambda item: item[0][1]):
-            i = max(positions, key=lambda p: parse_key(rows[p][0])[2])  # a session's final output carries its reward
-            key, tag = rows[i]
-            acc = acc_of(data["extra_fields"][i], self.acc_field)
-            if acc is None:
-                raise KeyError(f"trajectory {key} has no reward_extra_info[{self.acc_field!r}]")
-            traj = Trajectory(key, uid, session, int(data["index"][i]), float(acc), dict(tag))
-            groups[uid].append(traj)
-            if len(positions) == 1 and self.config.is_correct(traj.acc):  # multi-output sessions are not banked
-                log_probs = data["rollout_log_probs"][i] if self.with_log_probs else None
-                payloads[key] = bank_payload(data["responses"][i], data["rm_scores"][i], data["extra_fields"][i],
-                                             data["num_turns"][i], traj.acc, tag, log_probs)
-        return dict(groups), payloads
+        data = tq.kv_batch_get(keys=[t.key for t in correct], partition_id=view.partition_id, select_fields=fields)
+        return {t.key: bank_payload(data["responses"][i], data["rm_scores"][i], {"reward_extra_info": t.reward_info},
+                                    data["num_turns"][i], float(t.acc), t.tag,
+                                    data["rollout_log_probs"][i] if self.with_log_probs else None)
+                for i, t in enumerate(correct)}
 
-    def _apply(self, batch: KVBatchMeta, groups: Mapping[str, list[Trajectory]],
+    def _apply(self, batch: KVBatchMeta, view: StepBatch, groups: Mapping[str, list[Trajectory]],
                plans: Mapping[str, Any]) -> tuple[KVBatchMeta, set[str]]:
         """Write each planned reuse (keyed by group uid) as a new session row; ``replace`` drops the row it
         replaces. Returns the batch and the uids whose reuse was applied."""
@@ -147,6 +138,8 @@ class Ar3poStage:
             keys.append(f"{target.uid}_{session}_0")
             rows.append(row)
             tags.append(reused_tag(target.tag, plan.response, int(sibling["prompts"].numel())))
+            view.add([Trajectory(keys[-1], target.uid, session, 0, rid, float(plan.response["acc"]), tags[-1],
+                                 dict(plan.response.get("reward_extra_info") or {}))])
             applied.add(uid)
             self.reused_records.append(rid)
             if plan.mode == "replace":
@@ -158,6 +151,7 @@ class Ar3poStage:
                             tags=tags)
         if dropped:
             tq.kv_clear(keys=sorted(dropped), partition_id=batch.partition_id)
+            view.drop(dropped)  # still generated this step: the pool hears about them
         self.reused_keys = set(keys)
         kept = [(k, t) for k, t in zip(batch.keys, batch.tags) if k not in dropped]
         return KVBatchMeta(partition_id=batch.partition_id, keys=[k for k, _ in kept] + keys,

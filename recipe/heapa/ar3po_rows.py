@@ -15,36 +15,15 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from verl.trainer.ppo.padding_utils import build_padding_position_ids
 
-from .tq_feedback import REUSED_TAG
+from .step_batch import REUSED_TAG, parse_key  # noqa: F401  (parse_key: the one definition, re-exported)
 
-RESPONSE_FIELDS = ("responses", "rm_scores", "extra_fields", "num_turns", "index")
-
-
-@dataclass
-class Trajectory:
-    """One finished session of a group, as AR3PO needs it."""
-
-    key: str
-    uid: str
-    session: int
-    record_id: int
-    acc: float
-    tag: dict[str, Any]
-
-
-def parse_key(key: str) -> tuple[str, int, int] | None:
-    """``{uid}_{session}_{index}`` -> (uid, session, index); None for a bare prompt uid."""
-    parts = key.rsplit("_", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-        return None
-    return parts[0], int(parts[1]), int(parts[2])
+RESPONSE_FIELDS = ("responses", "rm_scores", "num_turns")  # the rest of a banked response is in the step view
 
 
 def _json_scalar(value: Any) -> Any:

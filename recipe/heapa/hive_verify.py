@@ -188,18 +188,19 @@ class PromptEntropyProbe:
         return out
 
 
-def response_entropy(keys: Sequence[str], partition_id: str) -> dict[int, float]:
-    """Mean token entropy of each record's responses this step (verl writes ``entropy`` in old_log_prob)."""
-    if not keys:
+def response_entropy(rows: Sequence, partition_id: str) -> dict[int, float]:
+    """Mean token entropy of each record's responses this step (verl writes ``entropy`` in old_log_prob); ``rows``
+    are the step view's trajectories (``step_batch.Trajectory``: key and record id)."""
+    if not rows:
         return {}
-    data = tq.kv_batch_get(keys=list(keys), partition_id=partition_id,
-                           select_fields=["index", "entropy", "response_mask"])
+    data = tq.kv_batch_get(keys=[t.key for t in rows], partition_id=partition_id,
+                           select_fields=["entropy", "response_mask"])
     sums: dict[int, list[float]] = {}
-    for j in range(len(keys)):
+    for j, t in enumerate(rows):
         mask = data["response_mask"][j]
         ent = data["entropy"][j][:mask.numel()].float()
         valid = mask.bool()
-        acc = sums.setdefault(int(data["index"][j]), [0.0, 0.0])
+        acc = sums.setdefault(t.record_id, [0.0, 0.0])
         acc[0] += float(ent[valid].sum())
         acc[1] += float(valid.sum())
     return {rid: s / n for rid, (s, n) in sums.items() if n > 0}

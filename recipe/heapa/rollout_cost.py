@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .tq_feedback import REUSED_TAG
+from .step_batch import REUSED_TAG
 
 SCHEMA_VERSION = 1
 

@@ -10,14 +10,21 @@ One step, as data flows (the PPO update itself is verl's, unchanged):
 3. **rollout + reward**  verl's agent loop and the ``heapa`` reward manager (``acc`` per trajectory); with AR3PO the
                 agent loop rolls each prompt out in stages (``verl_ext.adapters.ar3po_agent_loop``). The
                 augmentation requests are joined and handed to the teacher before verl sleeps the servers.
+   **view**     the sampled batch's trajectories are read once (record id, ``acc``, generated / reused / padding:
+                ``step_batch.py``); AR3PO, the feedback and HIVE's response entropy all read that view.
    **reuse**    AR3PO: all-wrong groups get a banked correct response before verl balances the batch, so the actor
-                computes its old log-probs like any other row (``ar3po.py``); the PPO update is verl's.
-4. **feedback** per-trajectory ``acc`` read from TransferQueue *by record id* updates each record's estimator;
-                trained records are archived (groups verl evicts, e.g. DAPO-filtered ones, as they are evicted).
+                computes its old log-probs like any other row (``ar3po.py``); with uneven groups the actor update
+                keeps GRPO's update count and per-row loss scale (``update_plan.py``).
+4. **feedback** the generated trajectories' ``acc``, *by record id*, updates each record's estimator; trained
+                records are archived (groups verl evicts, e.g. DAPO-filtered ones, are reported by the replay
+                buffer as they are evicted: ``tq_feedback.py``).
 5. **integrate** validated children enter the pool with a parent-derived prior and a lineage edge.
 6. **refresh / reinsert**  lineage re-estimation on its cadence; controlled reinsertion when the pool runs short.
 7. **log**      ``pool/*``, ``select/*``, ``feedback/*``, ``augment/*``, ``teacher/*``, ``lineage/*``, ``rollout/*``
-                (what the rollout cost, for every method) and ``hive/*`` scalars.
+                (what the rollout cost, for every method), ``update/*``, ``run/*`` and ``hive/*`` scalars.
+
+Around every step: a stuck-step watchdog (``watchdog.py``) and preemption at the step's end
+(``trainer_checkpoints.py``, ``run_control.py``).
 """
 
 from __future__ import annotations
@@ -48,7 +55,8 @@ from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
 from .supervise import run_metrics
 from .tq_feedback import PATH as FEEDBACK_BUFFER_PATH
-from .tq_feedback import FeedbackReplayBuffer, Outcomes, generated_keys, read_outcomes
+from .step_batch import Outcomes, StepBatch
+from .tq_feedback import FeedbackReplayBuffer
 from .trainer_checkpoints import RecipeCheckpoints
 from .update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
 from .verl_api import actor_dp_size, gen_batch_size, replay_buffer_filter_kwargs, set_training_horizon
@@ -74,6 +82,7 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         self._last_pass_rates: dict[int, float] = {}
         self.ar3po = self._build_ar3po(config)
         self._update_plan: UpdatePlan | None = None  # AR3PO: this step's actor update (update_plan.py)
+        self._view: StepBatch | None = None  # this step's trajectories, read once (step_batch.py)
         self.watchdog = StepWatchdog(self.heapa.run.watchdog)
         self._saved_step = -1
         super().__init__(config)
@@ -200,12 +209,12 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         self.watchdog.stage("feedback")
         hive = self.probe.metrics() if self.probe is not None else {}  # its forward pass ran inside the selection
         timing_raw["heapa_select"] = sampler.select_seconds - hive.get("hive/verify_s", 0.0)
-        fresh = generated_keys(batch.keys, batch.tags)  # neither verl's padding rows nor AR3PO's reused ones
+        view, self._view = self._view, None
         with marked_timer("heapa_feedback", timing_raw):
-            fb = self.heapa.feedback
-            trained = read_outcomes(fresh, batch.partition_id, fb.acc_field, fb.pass_threshold, self._reward_infos)
+            trained = view.outcomes(self.heapa.feedback.pass_threshold)  # generated rows only, by record id
+            self._reward_infos.extend(view.reward_infos())
             if self.heapa.selection_name == "hive":
-                hive.update(self._observe_response_entropy(fresh, batch.partition_id))
+                hive.update(self._observe_response_entropy(view))
             summary = sampler.on_feedback(trained, self.global_steps)
             sampler.release_unused()  # handed out but never rolled out: back to the pool
             evicted, self._evicted_ids = self._evicted_ids, set()
@@ -239,10 +248,10 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         metrics["heapa/augment_overhead_s"] = aug_s
         return batch
 
-    def _observe_response_entropy(self, keys: list[str], partition_id: str) -> dict[str, float]:
+    def _observe_response_entropy(self, view: StepBatch) -> dict[str, float]:
         """HIVE's history entropy: each record's mean response-token entropy this step (verl's old_log_prob pass),
         handed to the strategy when it takes it (``observe_response_entropy``)."""
-        ent = response_entropy(keys, partition_id)
+        ent = response_entropy([t for t in view.generated() if t.trained], view.partition_id)
         strategy = self.batch_sampler.strategy
         if ent and hasattr(strategy, "observe_response_entropy"):
             strategy.observe_response_entropy(ent, self.global_steps)
@@ -264,18 +273,20 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
     # balance (reused rows are balanced and get old log-probs from the current actor like any other row); with
     # AR3PO's uneven groups the update keeps GRPO's update count and per-row loss scale (update_plan.py).
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
+        # The first hook that sees the sampled batch: the step's trajectories are read here, once (step_batch.py).
         self.watchdog.stage("balance")
+        self._view = StepBatch.read(batch.keys, batch.tags, batch.partition_id, self.heapa.feedback.acc_field)
         if self.ar3po is None:
             return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix,
                                           keep_minibatch=keep_minibatch)
         with marked_timer("ar3po_reuse", self.timing_raw):
-            batch, ar3po_metrics = self.ar3po.on_batch(batch, self.global_steps)
+            batch, ar3po_metrics = self.ar3po.on_batch(batch, self._view, self.global_steps)
         metrics.update(ar3po_metrics)
         self.rollout_cost.discarded(*self.ar3po.take_discarded())
-        real = [k for k, tag in zip(batch.keys, batch.tags) if not tag.get("is_padding", False)]
-        groups = len({k.rsplit("_", 2)[0] for k in real})
+        trained = [t for t in self._view.rows if t.trained]
         dp = self._actor_dp_size()
-        self._update_plan = plan_update(len(real), groups, Batching.from_config(self.config, dp))
+        self._update_plan = plan_update(len(trained), len({t.uid for t in trained}),
+                                        Batching.from_config(self.config, dp))
         batch = super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
         batch.reorder(spread_padding([t.get("is_padding", False) for t in batch.tags], dp, self._update_plan.updates))
         return batch

@@ -18,7 +18,8 @@ from transfer_queue import KVBatchMeta
 import recipe.heapa.ar3po as ar3po_mod
 from recipe.heapa.ar3po import Ar3poStage
 from recipe.heapa.ar3po_rows import IncompatibleEntry, bank_payload, build_reused_row, parse_key, reused_tag
-from recipe.heapa.tq_feedback import REUSED_TAG, generated_keys
+import recipe.heapa.step_batch as step_batch_mod
+from recipe.heapa.step_batch import REUSED_TAG, StepBatch
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl_ext.ar3po import AR3POConfig, ReuseConfig
 
@@ -98,7 +99,18 @@ def _step(tq, groups, step):
 def tq(monkeypatch):
     fake = FakeTQ()
     monkeypatch.setattr(ar3po_mod, "tq", fake)
+    monkeypatch.setattr(step_batch_mod, "tq", fake)
     return fake
+
+
+VIEWS: list[StepBatch] = []
+
+
+def _on_batch(stage, batch, step):
+    """What the trainer does: read the step's view once, hand it to AR3PO with the batch."""
+    view = StepBatch.read(batch.keys, batch.tags, batch.partition_id)
+    VIEWS.append(view)
+    return stage.on_batch(batch, view, step)
 
 
 def _stage(mode="replace", weight=1.0, correction="none"):
@@ -112,13 +124,13 @@ def test_an_all_wrong_group_gets_the_banked_success_as_a_new_session(tq, mode):
     stage = _stage(mode)
     # step 1: record 7 solved (one correct of two); record 8 easy
     batch = _step(tq, {"u1": (7, [([11, 12, 13], 0.0), ([21, 22], 1.0)]), "u2": (8, [([5], 1.0), ([6], 1.0)])}, 1)
-    out, m = stage.on_batch(batch, step=1)
+    out, m = _on_batch(stage, batch, step=1)
     assert out.keys == batch.keys and m["rollout/reused"] == 0 and m["rollout/bank_size"] == 2
     assert stage.counts == {7: [2, 1], 8: [2, 2]}
     # step 2: record 7 all wrong over two stages (4 responses); record 8 still easy
     wrong = [([30 + i, 40], 0.0) for i in range(4)]
     batch = _step(tq, {"v1": (7, wrong), "v2": (8, [([5], 1.0), ([6], 1.0)])}, 2)
-    out, m = stage.on_batch(batch, step=2)
+    out, m = _on_batch(stage, batch, step=2)
     assert m["rollout/reused"] == 1 and m["rollout/plan_mismatch"] == 0 and m["rollout/stages_used"] == 2
     assert m["rollout/zero_adv_before"] == 1.0 and m["rollout/zero_adv_after"] == 0.5
     new_key = "v1_4_0"
@@ -137,14 +149,17 @@ def test_an_all_wrong_group_gets_the_banked_success_as_a_new_session(tq, mode):
     else:
         assert replaced in out.keys and len(out.keys) == len(batch.keys) + 1
         assert stage.take_discarded() == (0, 0)
-    assert generated_keys(out.keys, out.tags) == [k for k in out.keys if k != new_key]  # not fed to the pool
+    view = VIEWS[-1]  # the pool hears about generated rows only, the replaced one included; never the reused one
+    assert [t.key for t in view.generated()] == batch.keys
+    assert view.outcomes() == {7: (0, 4), 8: (2, 2)}
+    assert {t.key for t in view.rows if t.reused} == {new_key}
     assert stage.in_update(out) == {"rollout/reused_in_update": 1.0}
 
 
 def test_reuse_weight_scales_only_reused_advantages(tq):
     stage = _stage(weight=0.25)
-    stage.on_batch(_step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
-    out, _ = stage.on_batch(_step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
+    out, _ = _on_batch(stage, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
     for i, key in enumerate(out.keys):
         tq.rows[key]["advantages"] = torch.full((tq.rows[key]["responses"].numel(),), 0.8 if key in
                                                 stage.reused_keys else -0.2)
@@ -157,8 +172,8 @@ def test_reuse_weight_scales_only_reused_advantages(tq):
 
 def test_tis_corrects_reused_advantages_by_the_capped_policy_ratio(tq):
     stage = _stage(weight=0.5, correction="tis")
-    stage.on_batch(_step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)  # banked log-probs [-.1, -.2]
-    out, _ = stage.on_batch(_step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    _on_batch(stage, _step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)  # banked log-probs [-.1, -.2]
+    out, _ = _on_batch(stage, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
     reused = next(iter(stage.reused_keys))
     for key in out.keys:
         n = tq.rows[key]["responses"].numel()
@@ -176,10 +191,10 @@ def test_tis_corrects_reused_advantages_by_the_capped_policy_ratio(tq):
 
 def test_every_group_is_counted_and_metrics_count_applied_reuses(tq):
     stage = _stage()
-    stage.on_batch(_step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
+    _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
     # record 7 twice in one batch (a reinserted record), both groups all wrong; record 9 all wrong, nothing banked
     wrong = [([30 + i], 0.0) for i in range(4)]
-    out, m = stage.on_batch(_step(tq, {"a": (7, wrong), "b": (7, wrong), "c": (9, wrong)}, 4), step=4)
+    out, m = _on_batch(stage, _step(tq, {"a": (7, wrong), "b": (7, wrong), "c": (9, wrong)}, 4), step=4)
     assert stage.counts == {7: [8, 0], 9: [4, 0]}  # both groups of record 7 accounted
     assert m["rollout/responses_total"] == 12 and m["rollout/all_wrong_frac"] == 1.0
     assert m["rollout/reused"] == 1 and stage.reused_records == [7]  # one stored response, used once
@@ -191,20 +206,20 @@ def test_every_group_is_counted_and_metrics_count_applied_reuses(tq):
 
 def test_an_unapplied_reuse_is_not_counted(tq):
     stage = _stage()
-    stage.on_batch(_step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
+    _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
     entries = stage.bank._store[7]
     entries[-1]["rollout_log_probs"] = None  # e.g. stored before calculate_log_probs was switched on
-    out, m = stage.on_batch(_step(tq, {"v": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    out, m = _on_batch(stage, _step(tq, {"v": (7, [([3], 0.0)] * 4)}, 2), step=2)
     assert m["rollout/reused"] == 0 and m["rollout/reuse_incompatible_total"] == 1
     assert m["rollout/bank_reused_total"] == 0.0
 
 
 def test_bank_survives_a_json_checkpoint(tq):
     stage = _stage()
-    stage.on_batch(_step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)
+    _on_batch(stage, _step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)
     restored = _stage()
     restored.load_state_dict(json.loads(json.dumps(stage.state_dict())))
-    out, m = restored.on_batch(_step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 5), step=5)
+    out, m = _on_batch(restored, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 5), step=5)
     assert m["rollout/reused"] == 1 and tq.rows[next(iter(restored.reused_keys))]["responses"].tolist() == [1, 2]
 
 
