@@ -44,7 +44,6 @@ from verl.utils.import_utils import load_class_from_fqn
 from verl_ext.adapters.dataset import PoolDataset
 from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
 from verl_ext.pool.lineage.refresh import LineageRefresher
-from verl_ext.reward import reward_metrics
 from verl_ext.selection import build_strategy
 
 from .ar3po import Ar3poStage
@@ -55,7 +54,8 @@ from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
 from .supervise import run_metrics
 from .tq_feedback import PATH as FEEDBACK_BUFFER_PATH
-from .step_batch import Outcomes, StepBatch
+from .step_batch import StepBatch
+from .step_outcomes import StepOutcomes
 from .tq_feedback import FeedbackReplayBuffer
 from .trainer_checkpoints import RecipeCheckpoints
 from .update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
@@ -71,15 +71,11 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
 
     def __init__(self, config):
         self.heapa = parse_settings(OmegaConf.to_container(config.heapa, resolve=True))
-        self._evicted_ids: set[int] = set()  # records of groups verl evicted this step (already fed back)
-        self._evicted_pass_rates: dict[int, float] = {}
-        self._evicted_feedbacks = 0
-        self._reward_infos: list = []  # this step's reward_extra_info, trained and evicted trajectories
+        self.outcomes = StepOutcomes(lambda o: self.batch_sampler.on_feedback(o, self.global_steps))
         self.lineage: LineageRefresher | None = None
         self.augment: AugmentationStage | None = None
         self.probe: PromptEntropyProbe | None = None
         self.rollout_cost = RolloutCost()
-        self._last_pass_rates: dict[int, float] = {}
         self.ar3po = self._build_ar3po(config)
         self._update_plan: UpdatePlan | None = None  # AR3PO: this step's actor update (update_plan.py)
         self._view: StepBatch | None = None  # this step's trajectories, read once (step_batch.py)
@@ -142,11 +138,11 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         if self.heapa.poll_interval_s is not None and hasattr(buffer, "poll_interval"):
             buffer.poll_interval = self.heapa.poll_interval_s  # verl polls finished rollouts every 2 s
         if isinstance(buffer, FeedbackReplayBuffer):  # the report of evicted groups
-            buffer.on_evicted = self._collect_evicted
+            buffer.on_evicted = self.outcomes.evicted
             buffer.on_discarded = self.rollout_cost.discarded
             buffer.acc_field = self.heapa.feedback.acc_field
             buffer.threshold = self.heapa.feedback.pass_threshold
-            buffer.reward_infos = self._reward_infos
+            buffer.reward_infos = self.outcomes.reward_infos
         else:
             logger.warning("custom replay buffer %s: groups it evicts (e.g. DAPO-filtered) are not fed back to the "
                            "pool", type(buffer).__name__)
@@ -187,14 +183,6 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
                     self.total_training_steps)
 
     # ------------------------------------------------------------------------------------------- the step
-    def _collect_evicted(self, outcomes: Outcomes) -> None:
-        # Fed back at once (not at step end): the records reach the archive and can be reinserted within this
-        # step, so DAPO's refilling cannot exhaust a small pool with records that are already done.
-        summary = self.batch_sampler.on_feedback(outcomes, self.global_steps)
-        self._evicted_feedbacks += len(outcomes)  # a record can be evicted, reinserted and evicted again
-        self._evicted_ids.update(outcomes)
-        self._evicted_pass_rates.update({int(k): float(v) for k, v in summary.pass_rates.items()})
-
     def step(self, metrics: dict, timing_raw: dict):
         maybe_hang_for_test(self.global_steps, self.watchdog)
         sampler = self.batch_sampler
@@ -203,7 +191,7 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         if self.augment is not None:  # servers are awake now: the policy writes new problems during the rollout
             self.watchdog.stage("augment_fire")
             with marked_timer("heapa_augment_fire", timing_raw):
-                self.augment.fire(self._last_pass_rates, self.get_llm_client())
+                self.augment.fire(self.outcomes.last_pass_rates, self.get_llm_client())
         self.watchdog.stage("select+rollout+reward")
         batch = super().step(metrics, timing_raw)  # select (lazily, in the loader) -> rollout -> reward -> update
         self.watchdog.stage("feedback")
@@ -211,16 +199,10 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         timing_raw["heapa_select"] = sampler.select_seconds - hive.get("hive/verify_s", 0.0)
         view, self._view = self._view, None
         with marked_timer("heapa_feedback", timing_raw):
-            trained = view.outcomes(self.heapa.feedback.pass_threshold)  # generated rows only, by record id
-            self._reward_infos.extend(view.reward_infos())
+            self.outcomes.trained(view, self.heapa.feedback.pass_threshold)  # generated rows, by record id
             if self.heapa.selection_name == "hive":
                 hive.update(self._observe_response_entropy(view))
-            summary = sampler.on_feedback(trained, self.global_steps)
             sampler.release_unused()  # handed out but never rolled out: back to the pool
-            evicted, self._evicted_ids = self._evicted_ids, set()
-            self._last_pass_rates = {**self._evicted_pass_rates,
-                                     **{int(k): float(v) for k, v in summary.pass_rates.items()}}
-            self._evicted_pass_rates = {}
         children: list[int] = []
         with marked_timer("heapa_integrate", timing_raw):
             if self.augment is not None:
@@ -231,17 +213,13 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
                 metrics.update(self.lineage.step(self.global_steps))
         metrics.update(self.train_dataset.pool.metrics())
         metrics.update(sampler.metrics())
-        metrics.update(summary.metrics())
-        metrics.update(reward_metrics(self._reward_infos))  # reward/timeouts, reward/errors (evicted groups too)
-        self._reward_infos.clear()
+        self._trace(self.outcomes.records(), children)
+        metrics.update(self.outcomes.close())
         metrics.update(hive)
         metrics.update(self.rollout_cost.close_step(batch.tags))
-        metrics["feedback/evicted_groups_fed_back"] = float(self._evicted_feedbacks)
-        self._evicted_feedbacks = 0
         pool_s = timing_raw["heapa_select"] + timing_raw["heapa_feedback"] + timing_raw["heapa_refresh"]
         aug_s = (timing_raw.get("heapa_augment_fire", 0.0) + timing_raw.get("heapa_augment_collect", 0.0)
                  + timing_raw["heapa_integrate"])
-        self._trace(sorted(set(trained) | evicted), children)
         metrics["heapa/pool_overhead_s"] = pool_s
         metrics.update(run_metrics())
         metrics.update(self.watchdog.metrics())

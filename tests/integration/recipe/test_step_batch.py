@@ -59,3 +59,27 @@ def test_a_row_without_acc_is_an_error_naming_the_field(fake):
 
 def test_key_rule():
     assert parse_key("a_b_3_12") == ("a_b", 3, 12) and parse_key("abc") is None and parse_key("a_x_1") is None
+
+
+def test_step_outcomes_owns_both_routes_and_resets_each_step(fake):
+    from types import SimpleNamespace
+
+    from recipe.heapa.step_outcomes import StepOutcomes
+
+    fed = []
+
+    def feed(outcomes):
+        fed.append(dict(outcomes))
+        return SimpleNamespace(pass_rates={k: p / n for k, (p, n) in outcomes.items()},
+                               metrics=lambda: {"feedback/n_records": float(len(outcomes))})
+
+    owner = StepOutcomes(feed)
+    owner.evicted({5: (0, 4)})  # DAPO evicted an all-wrong group mid-step
+    owner.reward_infos.append({"acc": 0.0, "timeout": True})
+    owner.trained(StepBatch.read(["u_0_0", "u_1_0"], [{}, {}], "train"), threshold=0.5)
+    assert fed == [{5: (0, 4)}, {3: (1, 2)}]
+    assert owner.last_pass_rates == {5: 0.0, 3: 0.5} and owner.records() == [3, 5]
+    metrics = owner.close()
+    assert metrics["feedback/evicted_groups_fed_back"] == 1.0 and metrics["feedback/n_records"] == 1.0
+    assert metrics["reward/timeouts"] == 1.0
+    assert owner.records() == [] and owner.reward_infos == [] and owner.last_pass_rates == {5: 0.0, 3: 0.5}
