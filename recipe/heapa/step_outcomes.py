@@ -1,7 +1,7 @@
 """One owner of what a step's rollouts told the pool.
 
 Outcomes arrive by two routes: groups verl evicts before training (DAPO's filter, failed rollouts) are reported by
-the replay buffer as they are evicted (``tq_feedback.py``) and fed back at once, so those records reach the
+the replay buffer as they are evicted (``feedback_buffer.py``) and fed back at once, so those records reach the
 archive and can be reinserted within the step; the trained groups are fed back at the step's end from the step's
 view (``step_batch.py``). ``StepOutcomes`` takes both, feeds the pool through ``feed`` (the batch sampler's
 ``on_feedback``), keeps the step's reward info (timeouts, errors) and the pass rates the next augmentation picks

@@ -17,7 +17,7 @@ One step, as data flows (the PPO update itself is verl's, unchanged):
                 keeps GRPO's update count and per-row loss scale (``update_plan.py``).
 4. **feedback** the generated trajectories' ``acc``, *by record id*, updates each record's estimator; trained
                 records are archived (groups verl evicts, e.g. DAPO-filtered ones, are reported by the replay
-                buffer as they are evicted: ``tq_feedback.py``).
+                buffer as they are evicted: ``feedback_buffer.py``).
 5. **integrate** validated children enter the pool with a parent-derived prior and a lineage edge.
 6. **refresh / reinsert**  lineage re-estimation on its cadence; controlled reinsertion when the pool runs short.
 7. **log**      ``pool/*``, ``select/*``, ``feedback/*``, ``augment/*``, ``teacher/*``, ``lineage/*``, ``rollout/*``
@@ -53,10 +53,10 @@ from .hive_verify import PromptEntropyProbe, response_entropy
 from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
 from .supervise import run_metrics
-from .tq_feedback import PATH as FEEDBACK_BUFFER_PATH
+from .feedback_buffer import PATH as FEEDBACK_BUFFER_PATH
 from .step_batch import StepBatch
 from .step_outcomes import StepOutcomes
-from .tq_feedback import FeedbackReplayBuffer
+from .feedback_buffer import FeedbackReplayBuffer
 from .trainer_checkpoints import RecipeCheckpoints
 from .update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
 from .verl_api import actor_dp_size, gen_batch_size, replay_buffer_filter_kwargs, set_training_horizon

@@ -77,7 +77,7 @@ def test_restated_rules_match_verls_init_dataloader(tiny_assets, overrides):
 def test_the_feedback_buffer_gets_what_verl_gives_its_own(overrides):
     """The recipe's replay buffer goes in through ``trainer.v1.sampler.custom_sampler``; verl's own buffer and
     the recipe's, built by verl's ``_build_replay_buffer`` from the same config, filter groups the same way."""
-    from recipe.heapa.tq_feedback import PATH, FeedbackReplayBuffer
+    from recipe.heapa.feedback_buffer import PATH, FeedbackReplayBuffer
     from recipe.heapa.verl_api import FILTER_KWARGS, replay_buffer_filter_kwargs
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer

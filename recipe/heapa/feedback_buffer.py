@@ -1,8 +1,8 @@
-"""Reading per-trajectory correctness out of verl's TransferQueue, keyed by record id.
+"""The replay buffer that reports the groups verl evicts before training, keyed by record id.
 
-Trained groups are read from the step's batch keys; groups that verl evicts before training (DAPO's
-filter_groups drops all-right/all-wrong groups, failed rollouts) are read by a replay-buffer subclass just
-before it clears them, so every rolled-out prompt feeds its pass rate back to the pool. The subclass is plugged in
+Trained groups reach the pool from the step's view (``step_batch.py``); groups that verl evicts before training
+(DAPO's filter_groups drops all-right/all-wrong groups, failed rollouts) are read by this replay-buffer subclass
+just before it clears them, so every rolled-out prompt feeds its pass rate back to the pool (``step_outcomes.py``). The subclass is plugged in
 through verl's documented setting (``trainer.v1.sampler.custom_sampler``); verl gives a custom buffer none of its
 group-filtering arguments, so the trainer passes them in ``sampler_kwargs`` (``verl_api.replay_buffer_filter_kwargs``).
 """
@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 FILTER_KWARGS = ("filter_groups_metric", "sync_refill_failed_groups", "train_batch_size", "gen_batch_size",
                  "max_inflight_gen_batches")  # as verl_api.FILTER_KWARGS (this module must not import the recipe's)
-PATH = "pkg://recipe.heapa.tq_feedback"
+PATH = "pkg://recipe.heapa.feedback_buffer"
 
 
 class FeedbackReplayBuffer(ReplayBuffer):
