@@ -49,14 +49,14 @@ from verl_ext.selection import build_strategy
 from .ar3po import Ar3poStage
 from .augmentation import AugmentationStage
 from .diagnostics import advantage_diagnostics, read_advantages
+from .feedback_buffer import PATH as FEEDBACK_BUFFER_PATH
+from .feedback_buffer import FeedbackReplayBuffer
 from .hive_verify import PromptEntropyProbe, response_entropy
 from .rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
-from .supervise import run_metrics
-from .feedback_buffer import PATH as FEEDBACK_BUFFER_PATH
 from .step_batch import StepBatch
 from .step_outcomes import StepOutcomes
-from .feedback_buffer import FeedbackReplayBuffer
+from .supervise import run_metrics
 from .trainer_checkpoints import RecipeCheckpoints
 from .update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
 from .verl_api import actor_dp_size, gen_batch_size, replay_buffer_filter_kwargs, set_training_horizon
