@@ -19,7 +19,7 @@ from pathlib import Path
 
 logger = logging.getLogger("verl_ext.compare.keep")
 
-KEPT_PREFIXES = ("val-core/", "val-aux/", "rollout/", "feedback/", "pool/", "select/", "diag/", "hive/", "ar3po/",
+KEPT_PREFIXES = ("val-core/", "val-aux/", "rollout/", "feedback/", "pool/", "select/", "diag/", "hive/", "update/",
                  "augment/", "lineage/", "reward/", "training/global_step", "actor/grad_norm", "actor/entropy",
                  "actor/lr", "critic/score/mean", "response_length/mean", "timing_s/step",
                  "training/filter_groups/")
