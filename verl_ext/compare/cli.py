@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from verl_ext.compare import runs as runs_mod
+from verl_ext.compare.diagnostics import table as diagnostics_table
 from verl_ext.compare.intervals import against_baseline, markdown_against_baseline, reading
 from verl_ext.compare.summary import (default_budget, group_by_method, markdown, method_stats, summarize_run)
 
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = against_baseline(summaries, baseline, budgets) if baseline else []
     if rows:
         table += "\n" + markdown_against_baseline(rows, budgets)
+    table += diagnostics_table(runs)
     (out / "table.md").write_text(table, encoding="utf-8")
     summary = {"budgets": budgets, "target": target, "val_source": args.val_source or "mean over data sources",
                "methods": stats, "runs": [s.as_dict() for s in summaries],
