@@ -8,7 +8,8 @@ after progress: an attempt that ends without a newer checkpoint than it started 
 repeats at the same step) stops the loop with its exit code and a message saying so. A restart appends
 ``trainer.resume_mode=auto`` (the last override wins), so it resumes whatever the first attempt was told.
 SIGTERM/SIGINT/SIGUSR1 are passed to the trainer and end the loop (a scheduler's stop is not a crash; the trainer
-checkpoints and exits with the requeue code, ``run_control.py``). Each attempt sees
+checkpoints and exits with the requeue code, ``run_control.py``). That code (``--requeue-exit-code``, 75) also ends
+the loop when the signal reached only the trainer: a preempted node is not restarted on. Each attempt sees
 ``VERL_EXT_RUN_ATTEMPT`` / ``VERL_EXT_RUN_RESTARTS``; the trainer logs them as ``run/attempt`` / ``run/restarts``.
 """
 
@@ -45,11 +46,13 @@ def run_metrics() -> dict[str, float]:
 
 
 class Supervisor:
-    def __init__(self, cmd: list[str], ckpt_dir: str, max_restarts: int, backoff_s: float) -> None:
+    def __init__(self, cmd: list[str], ckpt_dir: str, max_restarts: int, backoff_s: float,
+                 requeue_code: int = 75) -> None:
         if not cmd:
             raise SystemExit("supervise: no command after --")
         self.cmd, self.ckpt_dir = cmd, ckpt_dir
         self.max_restarts, self.backoff_s = max(0, max_restarts), max(0.0, backoff_s)
+        self.requeue_code = requeue_code
         self.child: subprocess.Popen | None = None
         self.stopping = False
 
@@ -69,6 +72,10 @@ class Supervisor:
             self.child = subprocess.Popen(cmd, env=env)
             rc = self.child.wait()
             if rc == 0 or self.stopping:
+                return rc
+            if rc == self.requeue_code:  # the trainer checkpointed for a preemption (run_control.py): not a crash
+                logger.warning("attempt %d was preempted (exit code %d): passing the code on, not restarting here",
+                               restarts + 1, rc)
                 return rc
             end = latest_step(self.ckpt_dir)
             logger.warning("attempt %d ended with exit code %d; latest checkpoint: step %d (step %d at its start)",
@@ -100,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ckpt-dir", required=True, help="trainer.default_local_dir (its tracker file shows progress)")
     p.add_argument("--max-restarts", type=int, default=int(os.environ.get("MAX_RESTARTS", "2")))
     p.add_argument("--backoff-s", type=float, default=float(os.environ.get("RESTART_BACKOFF_S", "30")))
+    p.add_argument("--requeue-exit-code", type=int, default=int(os.environ.get("REQUEUE_EXIT_CODE", "75")),
+                   help="the trainer's exit code after a preemption checkpoint (heapa.run.requeue_exit_code)")
     args = p.parse_args(argv[:split])
-    return Supervisor(argv[split + 1:], args.ckpt_dir, args.max_restarts, args.backoff_s).run()
+    return Supervisor(argv[split + 1:], args.ckpt_dir, args.max_restarts, args.backoff_s,
+                      args.requeue_exit_code).run()
 
 
 if __name__ == "__main__":

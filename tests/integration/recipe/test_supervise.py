@@ -57,6 +57,11 @@ def test_a_repeating_crash_without_progress_stops_the_loop(tmp_path, caplog):
     assert rc == 1 and len(calls) == 2 and "no checkpoint newer than step 2" in caplog.text
 
 
+def test_a_preempted_attempt_is_not_restarted_here(tmp_path, caplog):
+    rc, calls = supervise(tmp_path, [(2, 75), (3, 0)])  # progress, then the requeue code: the scheduler's call
+    assert rc == 75 and len(calls) == 1 and "was preempted (exit code 75)" in caplog.text
+
+
 def test_at_most_max_restarts(tmp_path, caplog):
     rc, calls = supervise(tmp_path, [(1, 1)], max_restarts=2)
     assert rc == 1 and len(calls) == 3 and "giving up" in caplog.text
