@@ -192,3 +192,20 @@ def test_bad_input_is_refused():
         plan_update(0, 0, Batching(dp=1, mini_batch_prompts=4, actor_micro=None))
     with pytest.raises(ValueError, match="do not split"):
         spread_padding([False] * 10, 2, 3)
+
+
+def test_the_gpu_launchers_batching_is_read_as_dynamic():
+    """The GPU launcher sets the actor's dynamic batch sizes; verl's log-prob passes inherit them, so the plan pads
+    only to dp x updates."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    config_dir = str(Path(__file__).resolve().parents[3] / "recipe" / "heapa" / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(config_name="heapa_trainer", overrides=[
+            "method=ar3po_grpo", "platform=gpu", "data.train_batch_size=512",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=32", "actor_rollout_ref.actor.use_dynamic_bsz=True"])
+    batching = Batching.from_config(cfg, dp=8)
+    assert batching.actor_micro is None and batching.log_prob_micros == () and batching.mini_batch_prompts == 32
+    assert plan_update(2903, 512, batching).multiple == 8 * 16
