@@ -133,6 +133,14 @@ class StepBatch:
     def reward_infos(self) -> list[dict[str, Any]]:
         return [t.reward_info for t in self.generated()]
 
+    def stable_order(self, keys: Sequence[str]) -> list[int]:
+        """Indices that sort ``keys`` by (record id, session, output): the replay buffer hands groups over in the
+        order their rollouts finished, which changes from run to run; verl's balancing keeps the input order for
+        ties, so the update (its float sums) would too. Rows not in the view go last, in their order."""
+        rank = {t.key: (t.record_id, t.session, t.output) for t in self.rows}
+        last = (float("inf"), 0, 0)
+        return sorted(range(len(keys)), key=lambda i: (rank.get(keys[i], last), i))
+
     # ---- AR3PO's edits ----------------------------------------------------------------------------------------
     def add(self, rows: Iterable[Trajectory]) -> None:
         self.rows.extend(rows)

@@ -254,6 +254,7 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         # The first hook that sees the sampled batch: the step's trajectories are read here, once (step_batch.py).
         self.watchdog.stage("balance")
         self._view = StepBatch.read(batch.keys, batch.tags, batch.partition_id, self.heapa.feedback.acc_field)
+        batch.reorder(self._view.stable_order(batch.keys))  # not the order rollouts finished in: same run, same update
         if self.ar3po is None:
             return super()._balance_batch(batch, metrics, logging_prefix=logging_prefix,
                                           keep_minibatch=keep_minibatch)

@@ -46,7 +46,7 @@ def group_outcomes(index: Sequence[Any] | np.ndarray | None, acc: Sequence[Any] 
         counts = out.setdefault(rid, [0, 0])
         counts[0] += passed
         counts[1] += 1
-    return {rid: (p, n) for rid, (p, n) in out.items()}
+    return {rid: tuple(out[rid]) for rid in sorted(out)}  # by id: the pool sees the same order every run
 
 
 def outcomes_from_fields(fields: Mapping[str, Any], *, acc_field: str = "acc", index_field: str = "index",

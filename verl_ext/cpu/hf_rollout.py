@@ -61,6 +61,7 @@ class HFReplica(RolloutReplica):
                 trust_remote_code=bool(_model_field(self.model_config, "trust_remote_code", False)),
                 num_threads=int(engine_kwargs.get("num_threads", 1)),
                 max_batch=int(engine_kwargs.get("max_batch", 64)),
+                deterministic=bool(engine_kwargs.get("deterministic", False)),
             )
         )
         # Fail at start-up (not at the first generate) when the model cannot load.

@@ -15,6 +15,7 @@ by sampling settings and token budget; those with stop strings run alone (HF che
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,7 @@ class HFServer:
 
     def __init__(self, model_path: str, response_length: int, max_model_len: int, seed: int = 0,
                  trust_remote_code: bool = False, num_threads: int = 1, max_batch: int = 64,
-                 batch_wait_s: float = 0.005):
+                 batch_wait_s: float = 0.005, deterministic: bool = False):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         torch.manual_seed(seed)
@@ -70,7 +71,12 @@ class HFServer:
         self._lock = asyncio.Lock()
         if max_batch < 1:
             raise ValueError(f"engine_kwargs.hf.max_batch must be >= 1, got {max_batch}")
-        self.max_batch = int(max_batch)
+        # deterministic: one request per generate, seeded by (seed, weights' step, prompt, its n-th request at those
+        # weights), so a run's samples do not depend on which requests happened to share a batch or arrive first.
+        self.deterministic = bool(deterministic)
+        self.seed = int(seed)
+        self._seen: dict[tuple, int] = {}
+        self.max_batch = 1 if self.deterministic else int(max_batch)
         self.batch_wait_s = float(batch_wait_s)
         self._pending: dict[tuple, _Pending] = {}
         self._drainer: asyncio.Task | None = None
@@ -117,6 +123,8 @@ class HFServer:
         for i, p in enumerate(prompts):  # left padding: every row's next token is generated at the same column
             input_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[i, width - len(p):] = 1
+        if self.deterministic:
+            torch.manual_seed(self._request_seed(prompts[0]))
         with torch.no_grad():
             out = self.model.generate(input_ids=input_ids, attention_mask=mask, **kwargs)
         self.batches += 1
@@ -128,6 +136,12 @@ class HFServer:
             end = next((j + 1 for j, tok in enumerate(row) if tok in eos), len(row))  # finished rows are padded
             results.append((row[:end], row_logprobs[:end]))
         return results
+
+    def _request_seed(self, prompt: list[int]) -> int:
+        key = (self.global_steps, tuple(prompt))
+        n = self._seen[key] = self._seen.get(key, -1) + 1
+        digest = hashlib.blake2b(repr((self.seed, key, n)).encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
     async def _batched(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
         if sampling_params.get("stop"):
@@ -205,6 +219,7 @@ class HFServer:
                     own[name].copy_(named_tensors[name].to(own[name].dtype))
         self.global_steps = global_steps
         self.weight_versions += 1
+        self._seen.clear()  # request counts are per weights
         return len(matched)
 
     async def get_weight_versions(self) -> int:

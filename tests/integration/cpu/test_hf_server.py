@@ -116,3 +116,24 @@ def test_a_failing_batch_fails_its_requests_instead_of_hanging(server):
 
     with pytest.raises(ValueError):
         asyncio.run(bad())
+
+
+def test_deterministic_mode_samples_the_same_whatever_the_arrival_order(tiny_assets):
+    """``engine_kwargs.hf.deterministic``: each request is seeded by (seed, weights' step, prompt, its n-th request),
+    so two servers given the same requests in different orders, concurrently, sample the same responses."""
+    prompts = [[1, 305, 201, 263, 262, 223, 18, 264], [1, 312, 201, 20, 265], [1, 305, 201, 263, 262, 223, 18, 264]]
+    params = {"temperature": 1.0, "max_tokens": 8}
+
+    async def run(order):
+        server = HFServer(str(tiny_assets / "model"), response_length=16, max_model_len=64, seed=3,
+                          deterministic=True)
+        outs = await asyncio.gather(*(server.generate(f"r{i}", prompt_ids=prompts[i], sampling_params=params)
+                                      for i in order))
+        return server, {i: tuple(o.token_ids) for i, o in zip(order, outs)}
+
+    a_server, a = asyncio.run(run([0, 1, 2]))
+    _, b = asyncio.run(run([2, 1, 0]))
+    assert a_server.max_batch == 1
+    assert a[1] == b[1]  # a prompt's samples do not depend on the other requests
+    assert sorted([a[0], a[2]]) == sorted([b[0], b[2]])  # the same prompt twice: the same pair of samples
+    assert a[0] != a[2]  # its n-th request gets its own seed

@@ -83,3 +83,9 @@ def test_step_outcomes_owns_both_routes_and_resets_each_step(fake):
     assert metrics["feedback/evicted_groups_fed_back"] == 1.0 and metrics["feedback/n_records"] == 1.0
     assert metrics["reward/timeouts"] == 1.0
     assert owner.records() == [] and owner.reward_infos == [] and owner.last_pass_rates == {5: 0.0, 3: 0.5}
+
+
+def test_stable_order_sorts_by_record_session_output(fake):
+    keys = ["v_0_0", "u_1_1", "u_0_0", "bareuid", "u_1_0"]
+    view = StepBatch.read(keys, [{}] * len(keys), "train")
+    assert [keys[i] for i in view.stable_order(keys)] == ["u_0_0", "u_1_0", "u_1_1", "v_0_0", "bareuid"]
