@@ -96,6 +96,12 @@ def prepare(config: DictConfig):
     from verl.utils.config import validate_config
 
     settings = read_settings(config)
+    mode = str(config.actor_rollout_ref.actor.loss_agg_mode)
+    if settings.update.sequence_mean_over == "signal_rows" and not mode.startswith("seq-mean"):
+        from recipe.heapa.settings import HeapaConfigError
+
+        raise HeapaConfigError(f"heapa.update.sequence_mean_over=signal_rows needs a sequence-mean "
+                               f"actor_rollout_ref.actor.loss_agg_mode, got {mode}")
     if not config.trainer.get("use_v1", True):
         raise ValueError("the heapa recipe runs on verl's V1 trainer: trainer.use_v1 must stay true")
     if settings.platform == "cpu":

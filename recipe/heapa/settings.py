@@ -21,7 +21,7 @@ from .run_control import RunSettings
 
 PLATFORMS = ("gpu", "cpu")
 _KNOWN = {"method", "platform", "seed", "rows", "pool", "selection", "lineage", "feedback", "augmentation",
-          "teacher", "trace_file", "poll_interval_s", "ar3po", "hive", "run"}
+          "teacher", "trace_file", "poll_interval_s", "ar3po", "hive", "run", "update"}
 
 
 class HeapaConfigError(ValueError):
@@ -36,6 +36,27 @@ class FeedbackSettings:
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.pass_threshold) < 1.0:
             raise HeapaConfigError(f"heapa.feedback.pass_threshold must be in [0, 1), got {self.pass_threshold}")
+
+
+SEQUENCE_MEAN_OVER = ("all_rows", "signal_rows")
+
+
+@dataclass
+class UpdateSettings:
+    """``heapa.update``: what the sequence-mean losses divide by (a study knob of issue "Faster learning per rollout").
+
+    ``sequence_mean_over``: ``all_rows`` (verl's and GRPO's rule: every row of the update, so all-equal groups,
+    whose advantage is zero, shrink every other row's step) or ``signal_rows`` (only rows with a non-zero advantage:
+    the step no longer depends on how many all-equal groups a method trains). Only for the sequence-mean loss modes
+    (``token-mean`` divides by the update's tokens in the engine).
+    """
+
+    sequence_mean_over: str = "all_rows"
+
+    def __post_init__(self) -> None:
+        if self.sequence_mean_over not in SEQUENCE_MEAN_OVER:
+            raise HeapaConfigError(f"sequence_mean_over must be one of {SEQUENCE_MEAN_OVER}, got "
+                                   f"{self.sequence_mean_over!r}")
 
 
 @dataclass
@@ -86,6 +107,7 @@ class HeapaSettings:
     ar3po: AR3POConfig = field(default_factory=AR3POConfig)
     hive: HiveSettings = field(default_factory=HiveSettings)
     run: RunSettings = field(default_factory=RunSettings)
+    update: UpdateSettings = field(default_factory=UpdateSettings)
 
 
 def _section(block: Mapping[str, Any], key: str, build):
@@ -150,6 +172,7 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
         ar3po=_ar3po(block),
         hive=_section(block, "hive", lambda d: HiveSettings(**d)),
         run=_section(block, "run", RunSettings.from_dict),
+        update=_section(block, "update", lambda d: UpdateSettings(**d)),
     )
 
 

@@ -79,6 +79,7 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         self.ar3po = self._build_ar3po(config)
         self._update_plan: UpdatePlan | None = None  # AR3PO: this step's actor update (update_plan.py)
         self._view: StepBatch | None = None  # this step's trajectories, read once (step_batch.py)
+        self._signal_rows = 0  # rows with a non-zero advantage this step (heapa.update.sequence_mean_over)
         self.watchdog = StepWatchdog(self.heapa.run.watchdog)
         self._saved_step = -1
         super().__init__(config)
@@ -281,8 +282,9 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         if self.ar3po is not None:
             metrics.update(self.ar3po.after_advantage(batch))
         with marked_timer("heapa_diagnostics", self.timing_raw):  # what the update gets, every method
-            metrics.update(advantage_diagnostics(read_advantages(batch.keys, batch.tags, batch.partition_id),
-                                                 self.config.actor_rollout_ref.actor.loss_agg_mode))
+            rows = read_advantages(batch.keys, batch.tags, batch.partition_id)
+            metrics.update(advantage_diagnostics(rows, self.config.actor_rollout_ref.actor.loss_agg_mode))
+            self._signal_rows = sum(bool((r.float().abs() > 0).any()) for r in rows)
         return batch
 
     def _update_actor(self, batch, metrics):
@@ -290,8 +292,15 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         plan, self._update_plan = self._update_plan, None
         if self.ar3po is not None:
             metrics.update(self.ar3po.in_update(batch))
+        overrides = plan.extra_info() if plan else {}
+        if self.heapa.update.sequence_mean_over == "signal_rows":
+            actor = self.config.actor_rollout_ref.actor
+            updates = plan.updates if plan else max(1, len(batch.keys) // (
+                actor.ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n))
+            overrides["global_batch_size"] = max(1, self._signal_rows) / updates
+            metrics["update/global_batch_size"] = overrides["global_batch_size"]
         workers = self.actor_rollout_wg
-        self.actor_rollout_wg = tap = ActorUpdateTap(workers, plan.extra_info() if plan else None)
+        self.actor_rollout_wg = tap = ActorUpdateTap(workers, overrides)
         try:
             batch = super()._update_actor(batch, metrics)
         finally:

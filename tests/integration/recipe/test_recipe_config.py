@@ -168,3 +168,14 @@ def test_recipe_wiring_reaches_only_strategies_that_declare_it():
     assert strategy_kwargs("hive", {}, 0, prompt_entropy=probe)["prompt_entropy"] is probe
     assert "prompt_entropy" not in strategy_kwargs("uniform", {}, 0, prompt_entropy=probe)
     assert "prompt_entropy" not in strategy_kwargs("hive", {}, 0, prompt_entropy=None)
+
+
+def test_signal_rows_needs_a_sequence_mean_loss_and_a_known_value():
+    from recipe.heapa.main_heapa import prepare
+
+    cfg = _compose("method=dapo", "platform=cpu", "heapa.method=dapo", "heapa.update.sequence_mean_over=signal_rows")
+    with pytest.raises(HeapaConfigError, match="signal_rows needs a sequence-mean .*token-mean"):
+        prepare(cfg)
+    with pytest.raises(HeapaConfigError, match=r"heapa\.update: sequence_mean_over must be one of"):
+        _settings(_compose("method=grpo", "platform=cpu", "heapa.update.sequence_mean_over=tokens"))
+    assert _settings(_compose("method=grpo", "platform=cpu")).update.sequence_mean_over == "all_rows"
