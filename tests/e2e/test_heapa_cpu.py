@@ -97,3 +97,15 @@ def test_heapa_dapo_feeds_back_every_rolled_out_prompt(tiny_assets, repo_root, e
     assert trained >= 24  # a full batch of 8 groups with signal trained per step
     assert filtered > 0, "DAPO filtered no group in 3 steps: the tiny model should solve some prompts fully"
     assert metrics[3]["pool/fed_back"] == total_fed
+
+
+def test_signal_rows_divides_the_sequence_mean_loss_by_the_rows_with_signal(tiny_assets, repo_root, e2e_runner,
+                                                                           tmp_path):
+    """``heapa.update.sequence_mean_over=signal_rows`` (a study knob): verl's worker gets, as the loss divisor, the
+    rows whose advantage is not zero (8 prompts x 4 rows, one update per step), and training runs."""
+    out = tmp_path / "signal"
+    overrides = e2e_runner.recipe_overrides(tiny_assets, out, "grpo", steps=2, save_freq=100)
+    metrics, _ = e2e_runner.run_recipe(repo_root, out, overrides + ["heapa.update.sequence_mean_over=signal_rows"])
+    for m in metrics.values():
+        signal = round(m["diag/nonzero_rows"] * 32)
+        assert m["update/global_batch_size"] == max(1, signal) and m["update/optimizer_steps"] == 1.0
