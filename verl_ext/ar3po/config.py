@@ -55,9 +55,11 @@ class ReuseConfig:
     - ``max_age``: a stored response older than this many steps is not reused (0 = no limit). Default 64: at the
       paper's scale (17k prompts, 512 per step) a prompt returns every ~34 steps, so a tighter limit would disable
       reuse there; ``correction`` handles the policy gap within it.
-    - ``correction``: ``tis`` multiplies each reused token's advantage by the truncated importance ratio
-      ``min(is_cap, pi_now / pi_behaviour)`` (the behaviour log-probs are the ones stored with the response; needs
-      ``rollout.calculate_log_probs``); ``none`` treats the reused response as on-policy (ratio 1).
+    - ``correction``: ``none`` (default) treats the reused response as on-policy (ratio 1); ``tis`` multiplies each
+      reused token's advantage by the truncated importance ratio ``min(is_cap, pi_now / pi_behaviour)`` (the
+      behaviour log-probs are the ones stored with the response; needs ``rollout.calculate_log_probs``). Measured on
+      the CPU trainer (docs/ar3po.md): the ratio of a reused success averages 1.10 (the policy has already been
+      trained toward it), so ``tis`` up-weights what was learned, and it ended ~2 points lower on both seeds.
     - ``weight``: loss weight the adapter gives reused samples on top (1.0 = no extra weight). *Unverified* knob.
     - ``mark_field``: the per-sample batch field (bool) that marks reused samples, for metrics and loss weights.
     """
@@ -67,7 +69,7 @@ class ReuseConfig:
     per_prompt: int = 1
     capacity: int = 0
     max_age: int = 64
-    correction: str = "tis"
+    correction: str = "none"
     is_cap: float = 2.0
     weight: float = 1.0
     mark_field: str = "ar3po_reused"

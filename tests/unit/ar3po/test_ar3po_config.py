@@ -14,7 +14,7 @@ def test_defaults_and_max_responses():
     assert AR3POConfig(max_stages=3).max_responses() == 12
     assert AR3POConfig(k1=4, k_s=8, max_stages=3, max_per_prompt=16).max_responses() == 16
     assert cfg.reuse.mode == "replace" and cfg.reuse.per_prompt == 1 and cfg.reuse.capacity == 0
-    assert (cfg.reuse.max_age, cfg.reuse.correction, cfg.reuse.is_cap) == (64, "tis", 2.0)
+    assert (cfg.reuse.max_age, cfg.reuse.correction, cfg.reuse.is_cap) == (64, "none", 2.0)
     assert cfg.is_correct(1.0) and not cfg.is_correct(0.0) and not cfg.is_correct(0.5)
 
 
