@@ -7,7 +7,8 @@ step of every other row. ``diag/*`` measures it from the advantages verl just wr
 
 - ``diag/adv_mass``: sum over rows of each row's mean |advantage| (the step's total signal), and
   ``diag/adv_mass_per_row`` (that over the rows);
-- ``diag/nonzero_rows`` / ``diag/nonzero_tokens``: the share of rows / response tokens with a non-zero advantage;
+- ``diag/nonzero_rows`` / ``diag/nonzero_tokens``: the share of rows / response tokens with a non-zero advantage,
+  ``diag/signal_rows`` the number of such rows;
 - ``diag/effective_loss_scale``: the share the loss aggregation keeps (rows for the sequence-mean modes, tokens
   for ``token-mean``): the factor by which all-equal groups scale this step's gradient relative to a batch
   with signal in every row.
@@ -40,6 +41,7 @@ def advantage_diagnostics(rows: Sequence[torch.Tensor], loss_agg_mode: str) -> d
         "diag/adv_mass": float(row_abs.sum()),
         "diag/adv_mass_per_row": float(row_abs.mean()),
         "diag/nonzero_rows": rows_nonzero,
+        "diag/signal_rows": float(nonzero.sum()),  # the count heapa.update.sequence_mean_over=signal_rows divides by
         "diag/nonzero_tokens": tokens_nonzero,
         "diag/effective_loss_scale": tokens_nonzero if loss_agg_mode in TOKEN_MODES else rows_nonzero,
     }

@@ -15,12 +15,11 @@ from collections.abc import Callable
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from .step_batch import Outcomes, StepBatch, parse_key
+from .verl_api import FILTER_KWARGS  # what verl gives its own buffer and not a custom one
 
 logger = logging.getLogger(__name__)
 
 
-FILTER_KWARGS = ("filter_groups_metric", "sync_refill_failed_groups", "train_batch_size", "gen_batch_size",
-                 "max_inflight_gen_batches")  # as verl_api.FILTER_KWARGS (this module must not import the recipe's)
 PATH = "pkg://recipe.heapa.feedback_buffer"
 
 

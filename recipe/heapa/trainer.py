@@ -282,9 +282,10 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         if self.ar3po is not None:
             metrics.update(self.ar3po.after_advantage(batch))
         with marked_timer("heapa_diagnostics", self.timing_raw):  # what the update gets, every method
-            rows = read_advantages(batch.keys, batch.tags, batch.partition_id)
-            metrics.update(advantage_diagnostics(rows, self.config.actor_rollout_ref.actor.loss_agg_mode))
-            self._signal_rows = sum(bool((r.float().abs() > 0).any()) for r in rows)
+            diag = advantage_diagnostics(read_advantages(batch.keys, batch.tags, batch.partition_id),
+                                         self.config.actor_rollout_ref.actor.loss_agg_mode)
+            metrics.update(diag)
+            self._signal_rows = int(diag.get("diag/signal_rows", 0))
         return batch
 
     def _update_actor(self, batch, metrics):
