@@ -14,8 +14,14 @@ policy trains, so history alone goes stale. Two stages per batch of k:
 2. **Online verification** (a forward pass per prompt, no generation): ``prompt_entropy(ids) -> {id: H}`` measures
    each candidate under the current policy. A candidate is **pruned** when
    - *collapsed*: it has a prompt-entropy history and ``H_now < collapse_ratio * H_hist``, or
-   - *low*: ``H_now`` ranks below ``prune_quantile`` among the last ``norm_window`` prompt-entropy measurements
-     taken before this verification (the candidates' own values at the very first one).
+   - *low*: ``H_now`` ranks below ``prune_quantile`` among this verification's candidates
+     (``prune_reference: candidates``, the default), or among the last ``norm_window`` prompt-entropy measurements
+     taken before it (``window``; the candidates' own values at the very first one). A real policy's prompt
+     entropy falls as a whole while it trains (1.3 -> 0.4 nats over the CPU comparison's 40 steps), so a window of
+     older measurements ranks every new candidate low: the window rule's prune rate climbed from 0.1 to 0.4-0.5 and
+     the batch filled with the hardest prompts (71 % all-wrong groups). Under ``candidates`` every reading is also
+     divided by the median of its verification before it is compared or stored, so the collapse test below and the
+     entropy history compare a record with its peers under the same policy, not with an older policy's scale.
    Pruning sticks: a pruned record is not eligible again until ``reverify_after`` steps have passed; then it may
    become a candidate, is measured again, and is cleared when it passes (or pruned again, the clock restarted).
    Only when fewer than ``candidate_ratio * k`` records are eligible do the most useful pruned ones join the
@@ -30,8 +36,8 @@ pruned, ``select/verified = 0``). ``observe_response_entropy`` takes each traine
 
 *Unverified* (the paper's exact formula was not available; all are knobs): the utility's form and
 ``entropy_weight`` (0.5), ``decay`` (0.7), ``entropy_decay`` (0.5), ``p0`` (0.5), ``h0`` (1.0),
-``candidate_ratio`` (2.0), ``collapse_ratio`` (0.5), ``prune_quantile`` (0.1), ``reverify_after`` (8 steps),
-``norm_window`` (4096) and the fill order. O(n + k log k + w) per step; statistics, reference windows and RNG are
+``candidate_ratio`` (2.0), ``collapse_ratio`` (0.5), ``prune_quantile`` (0.1), ``prune_reference``
+(``candidates``), ``reverify_after`` (8 steps), ``norm_window`` (4096) and the fill order. O(n + k log k + w) per step; statistics, reference windows and RNG are
 checkpointed; the callback is never pickled. Scalars: ``select/*`` (the last selection) and ``hive/*`` (the step's
 selections together: ``hive/prune_rate`` = pruned / verified).
 """
@@ -48,6 +54,7 @@ from verl_ext.selection.table import TableStrategy, check_k, check_number, resul
 
 EntropyFn = Callable[[list[int]], Mapping[int, float]]
 HIVE_STATE_VERSION = 2  # 2: per-source reference windows, sticky pruning (``pruned_at``)
+PRUNE_REFERENCES = ("candidates", "window")
 _STEP_COUNTERS = ("verified", "pruned", "collapsed", "low", "cleared", "pruned_selected", "from_rest", "selected")
 
 
@@ -96,8 +103,9 @@ class HiveStrategy(TableStrategy):
 
     def __init__(self, prompt_entropy: EntropyFn | None = None, candidate_ratio: float = 2.0,
                  entropy_weight: float = 0.5, decay: float = 0.7, entropy_decay: float = 0.5, p0: float = 0.5,
-                 h0: float = 1.0, collapse_ratio: float = 0.5, prune_quantile: float = 0.1, reverify_after: int = 8,
-                 norm_window: int = 4096, seed: int = 0) -> None:
+                 h0: float = 1.0, collapse_ratio: float = 0.5, prune_quantile: float = 0.1,
+                 prune_reference: str = "candidates", reverify_after: int = 8, norm_window: int = 4096,
+                 seed: int = 0) -> None:
         super().__init__(seed)
         if prompt_entropy is not None and not callable(prompt_entropy):
             raise ValueError(f"hive.prompt_entropy must be a callable ids -> {{id: entropy}}, got {prompt_entropy!r}")
@@ -110,6 +118,9 @@ class HiveStrategy(TableStrategy):
         self.h0 = check_number("hive.h0", h0, 0.0, 1.0)
         self.collapse_ratio = check_number("hive.collapse_ratio", collapse_ratio, 0.0, 1.0)
         self.prune_quantile = check_number("hive.prune_quantile", prune_quantile, 0.0, 1.0, high_open=True)
+        if prune_reference not in PRUNE_REFERENCES:
+            raise ValueError(f"hive.prune_reference must be one of {PRUNE_REFERENCES}, got {prune_reference!r}")
+        self.prune_reference = prune_reference
         self.reverify_after = _check_int("hive.reverify_after", reverify_after, 1)
         self.norm_window = _check_int("hive.norm_window", norm_window, 1)
         self.ref_prompt = RunningRank(self.norm_window)  # prompt entropies the probe measured
@@ -214,14 +225,19 @@ class HiveStrategy(TableStrategy):
         h_now = np.array([float(measured[int(i)]) for i in cand_ids])
         if not np.all(np.isfinite(h_now)) or np.any(h_now < 0):
             raise ValueError("hive: prompt_entropy must return finite, non-negative entropies")
+        if self.prune_reference == "candidates":
+            # Relative to what the same policy reads on this verification's candidates, so that the policy-wide
+            # fall of prompt entropy during training is neither "low" nor a "collapse"; history stores it too.
+            typical = float(np.median(h_now))
+            h_now = h_now / typical if typical > 0 else np.ones_like(h_now)
         h_hist = self.history_entropy(cand_ids)
         collapsed = ~np.isnan(h_hist) & (h_now < self.collapse_ratio * np.nan_to_num(h_hist))
-        if len(self.ref_prompt):
+        if self.prune_reference == "window" and len(self.ref_prompt):
             low = self.ref_prompt.rank(h_now) < self.prune_quantile
-        else:  # the very first verification: the candidates are their own reference
-            first = RunningRank(len(h_now))
-            first.add(h_now)
-            low = first.rank(h_now) < self.prune_quantile
+        else:  # the candidates are their own reference (always, or at the window rule's first verification)
+            own = RunningRank(len(h_now))
+            own.add(h_now)
+            low = own.rank(h_now) < self.prune_quantile
         prune = collapsed | low
         rows = self.stats.ensure(cand_ids)
         was_pruned = self.stats.column("pruned_at")[rows] >= 0

@@ -36,6 +36,7 @@ class SimStrategy:
     augment: bool = False
     lineage: bool = False
     pool: dict[str, Any] = field(default_factory=dict)  # PoolConfig fields over the scenario's (ablations)
+    options: dict[str, Any] = field(default_factory=dict)  # strategy options under the scenario's (ablations)
 
 
 SIM_STRATEGIES: dict[str, SimStrategy] = {
@@ -51,6 +52,7 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "heapa_revisit": SimStrategy("boundary", augment=True, lineage=True,
                                  pool={"exploration": "greedy", "revisit_penalty": 0.4}),
     "hive": SimStrategy("hive"),
+    "hive_window": SimStrategy("hive", options={"prune_reference": "window"}),  # the rule before (docs/hive.md)
     "mopps": SimStrategy("mopps"),
     "greso": SimStrategy("greso"),
     "oracle": SimStrategy("oracle"),
@@ -117,7 +119,7 @@ def build_sim_strategy(name: str, config: ScenarioConfig, world: SyntheticWorld,
     callbacks (``oracle``: true pass rates; ``hive``: ``probe``, default the world's prompt-entropy probe)."""
     spec = SIM_STRATEGIES[name]
     cls = get_strategy_class(spec.registry_name)
-    kwargs = _strategy_kwargs(cls, config.strategies.get(name, {}), seed)
+    kwargs = _strategy_kwargs(cls, {**spec.options, **config.strategies.get(name, {})}, seed)
     if spec.registry_name == "oracle":
         kwargs["true_pass_rate"] = world.solve_prob
     if spec.registry_name == "hive":

@@ -55,6 +55,7 @@ class SyntheticWorld:
         self.memo = np.zeros(cap)
         self.known = np.zeros(cap, dtype=bool)
         self.trained = np.zeros(cap)  # trainings per record (``repeat_decay``)
+        self.updates = 0  # policy updates so far (``prompt_entropy_decay``)
         self.seed_difficulty = draw_mixture(rng_init, prompts.difficulty, prompts.n_train)
         self.seed_topic = rng_init.integers(prompts.n_topics, size=prompts.n_train)
         test_mix = prompts.test_difficulty if prompts.test_difficulty is not None else prompts.difficulty
@@ -95,7 +96,7 @@ class SyntheticWorld:
         forward pass measures the policy's uncertainty, which collapses as a prompt becomes solved or hopeless)."""
         arr = np.asarray(ids, dtype=np.int64)
         p = np.clip(self.solve_prob(arr), 1e-12, 1 - 1e-12)
-        h = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+        h = -(p * np.log2(p) + (1 - p) * np.log2(1 - p)) * (1.0 - self.learner.prompt_entropy_decay) ** self.updates
         h = np.maximum(h + self.entropy_noise * self._verify.standard_normal(len(arr)), 0.0)
         return dict(zip(arr.tolist(), h.tolist()))
 
@@ -111,6 +112,7 @@ class SyntheticWorld:
         hands out a short batch gets a proportionally smaller update, not a full one for fewer rollouts."""
         cfg = self.learner
         ids = np.asarray(ids, dtype=np.int64)
+        self.updates += 1
         if len(ids):
             q = passes / n
             spread = 2.0 * np.sqrt(q * (1.0 - q))

@@ -6,6 +6,7 @@ import pytest
 
 from verl_ext.selection import Strategy
 from verl_ext.sim import SIM_STRATEGIES, ScenarioConfig, run_simulation
+from verl_ext.sim.runner import build_sim_strategy
 
 TINY = {
     "name": "tiny",
@@ -92,7 +93,7 @@ def test_every_simulator_strategy_runs_and_counts_its_costs():
     for name in SIM_STRATEGIES:
         res = run_simulation(cfg, name, seed=0)
         assert res.steps == 5 and res.rollouts[-1] == 16 * 8 * 5 and len(res.accuracy) == 6
-        assert (res.verify_forwards > 0) == (name == "hive")
+        assert (res.verify_forwards > 0) == name.startswith("hive")
     with pytest.raises(ValueError, match="unknown simulator strategy"):
         run_simulation(cfg, "nope")
 
@@ -101,6 +102,26 @@ def test_scenario_strategy_options_reach_the_strategy():
     cfg = tiny(train={"budget_rollouts": 16 * 8 * 3}, strategies={"hive": {"candidate_ratio": 1.0}})
     res = run_simulation(cfg, "hive", seed=0)
     assert res.verify_forwards == 3 * 16  # candidate_ratio 1: exactly k verified per step
+
+
+def test_a_falling_prompt_entropy_makes_the_window_rule_prune_more():
+    """``learner.prompt_entropy_decay`` shrinks every probe reading as the policy trains; HIVE's default ranks a
+    verification's candidates among themselves and keeps pruning ~``prune_quantile``, ``hive_window`` (the old
+    rule) ranks them against older, higher readings and prunes far more."""
+    cfg = tiny(train={"budget_rollouts": 16 * 8 * 12}, learner={"prompt_entropy_decay": 0.1})
+    flat = tiny(train={"budget_rollouts": 16 * 8 * 12})
+    rate = {}
+    for name in ("hive", "hive_window"):
+        built = []
+
+        def factory(world, seed, name=name, built=built):
+            built.append(build_sim_strategy(name, cfg, world, seed))
+            return built[-1]
+
+        run_simulation(cfg, name, seed=0, strategy_factory=factory)
+        rate[name] = built[0].metrics()["hive/prune_rate"]  # the last step's
+    assert rate["hive"] <= 0.15 and rate["hive_window"] > 2 * rate["hive"]
+    assert run_simulation(flat, "hive", seed=0).accuracy != run_simulation(cfg, "hive", seed=0).accuracy
 
 
 def test_exploration_variants_run_on_their_own_pool_rule():
