@@ -1,16 +1,21 @@
 """Configuration dataclasses of the pool, mirrored by the recipe's YAML (``heapa.pool.*``).
 
 Defaults are the ones measured best in the simulator over every shipped scenario (docs/sim.md); every paper
-choice stays one override away and is named in ``PoolConfig``'s docstring. ``__post_init__`` rejects bad values with a ``ConfigError`` that
-names the field, so a typo in a Hydra override fails at startup, not hours into a run.
+choice stays one override away and is named in ``PoolConfig``'s docstring. Types, ranges and choices are declared
+on the fields and checked by pydantic (``verl_ext.config_model``); a bad value raises a ``ConfigError`` that names
+the key (``pool.reinsertion.rate must be an integer >= 1 or null, got 0``), so a typo in a Hydra override fails at
+startup, not hours into a run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any, Literal
 
+from pydantic import Field, model_validator
+
+from verl_ext.config_model import Bool, Float, Fraction, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
 from verl_ext.pool.errors import ConfigError
 from verl_ext.pool.estimators import build_estimator
 
@@ -21,20 +26,7 @@ REINSERT_TRIGGERS = ("below_batch", "always", "never")
 EXPLORATIONS = ("adaptive", "fixed", "greedy")
 
 
-def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        extra = " or null" if allow_none else ""
-        raise ConfigError(f"{name} must be an integer >= {minimum}{extra}, got {value!r}")
-
-
-def _check_fraction(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{name} must be a number in [0, 1], got {value!r}")
-
-
-@dataclass
+@config_dataclass(name="pool.reinsertion", error=ConfigError)
 class ReinsertionConfig:
     """Controlled reinsertion of archived (trained) records back into the pool.
 
@@ -45,20 +37,13 @@ class ReinsertionConfig:
     - ``max_visits``: retire records trained this many times; ``None`` disables.
     """
 
-    trigger: str = "always"
-    rate: int | None = None
-    drop_solved_streak: int = 0
-    max_visits: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.trigger not in REINSERT_TRIGGERS:
-            raise ConfigError(f"reinsertion.trigger must be one of {REINSERT_TRIGGERS}, got {self.trigger!r}")
-        _check_int("reinsertion.rate", self.rate, 1, allow_none=True)
-        _check_int("reinsertion.drop_solved_streak", self.drop_solved_streak, 0)
-        _check_int("reinsertion.max_visits", self.max_visits, 1, allow_none=True)
+    trigger: Literal[REINSERT_TRIGGERS] = "always"
+    rate: PositiveInt | None = None
+    drop_solved_streak: NonNegInt = 0
+    max_visits: PositiveInt | None = None
 
 
-@dataclass
+@config_dataclass(name="pool", error=ConfigError)
 class PoolConfig:
     """Everything that shapes a ``QueryPool``. Defaults are measured ones (docs/sim.md); the paper's choices are
     one override away (``boundary=median``, ``estimator=last``, ``eviction=paper``, ``child_prior_strength=null``,
@@ -106,77 +91,42 @@ class PoolConfig:
       set False when nothing drains them, so they cannot grow.
     """
 
-    max_pool_size: int = 100_000
-    boundary: str = "target"
-    target_pass_rate: float = 0.5
-    candidate_ratio: float = 1.0
-    low_fraction: float = 0.5
-    sampling_mode: str = "medium_only"
-    mixed_easy_fraction: float = 0.5
-    cold_fraction: float = 0.25
-    exploration: str = "greedy"
-    frontier_band: float = 0.25
-    frontier_batches: float = 4.0
-    max_window_visits: int | None = None
-    revisit_penalty: float = 0.0
-    metrics_window: int = 10
-    max_child_fraction: float = 0.5
-    child_distance_penalty: float | None = None
-    child_prior_strength: float | None = 2.0
-    eviction: str = "farthest"
-    resolution: int = 1000
-    archive_capacity: int | None = None
+    max_pool_size: PositiveInt = 100_000
+    boundary: Literal[BOUNDARIES] = "target"
+    target_pass_rate: Fraction = 0.5
+    candidate_ratio: Annotated[Float, Field(ge=1.0, le=1e6)] = 1.0
+    low_fraction: Fraction = 0.5
+    sampling_mode: Literal[SAMPLING_MODES] = "medium_only"
+    mixed_easy_fraction: Fraction = 0.5
+    cold_fraction: Fraction = 0.25
+    exploration: Literal[EXPLORATIONS] = "greedy"
+    frontier_band: Fraction = 0.25
+    frontier_batches: Annotated[Float, Field(ge=0.0, le=1e6)] = 4.0
+    max_window_visits: PositiveInt | None = None
+    revisit_penalty: Fraction = 0.0
+    metrics_window: PositiveInt = 10
+    max_child_fraction: Fraction = 0.5
+    child_distance_penalty: Fraction | None = None
+    child_prior_strength: Annotated[Float, Field(ge=0.0)] | None = 2.0
+    eviction: Literal[EVICTIONS] = "farthest"
+    resolution: PositiveInt = 1000
+    archive_capacity: NonNegInt | None = None
     reinsertion: ReinsertionConfig = field(default_factory=ReinsertionConfig)
-    estimator: str = "beta"
+    estimator: Str = "beta"
     estimator_params: dict[str, Any] = field(default_factory=dict)
-    history_length: int = 16
-    track_changes: bool = True
+    history_length: PositiveInt = 16
+    track_changes: Bool = True
 
-    def __post_init__(self) -> None:
-        if isinstance(self.reinsertion, dict):
-            self.reinsertion = ReinsertionConfig(**self.reinsertion)
-        _check_int("max_pool_size", self.max_pool_size, 1)
-        if self.boundary not in BOUNDARIES:
-            raise ConfigError(f"boundary must be one of {BOUNDARIES}, got {self.boundary!r}")
-        _check_fraction("target_pass_rate", self.target_pass_rate)
-        if isinstance(self.candidate_ratio, bool) or not isinstance(self.candidate_ratio, (int, float)) \
-                or not 1.0 <= self.candidate_ratio <= 1e6:
-            raise ConfigError(f"candidate_ratio must be a number >= 1, got {self.candidate_ratio!r}")
-        _check_fraction("low_fraction", self.low_fraction)
-        if self.sampling_mode not in SAMPLING_MODES:
-            raise ConfigError(f"sampling_mode must be one of {SAMPLING_MODES}, got {self.sampling_mode!r}")
-        _check_fraction("mixed_easy_fraction", self.mixed_easy_fraction)
-        _check_fraction("cold_fraction", self.cold_fraction)
-        if self.exploration not in EXPLORATIONS:
-            raise ConfigError(f"exploration must be one of {EXPLORATIONS}, got {self.exploration!r}")
-        _check_fraction("frontier_band", self.frontier_band)
-        if isinstance(self.frontier_batches, bool) or not isinstance(self.frontier_batches, (int, float)) \
-                or not 0.0 <= self.frontier_batches <= 1e6:
-            raise ConfigError(f"frontier_batches must be a number in [0, 1e6], got {self.frontier_batches!r}")
-        _check_int("max_window_visits", self.max_window_visits, 1, allow_none=True)
-        _check_int("metrics_window", self.metrics_window, 1)
-        _check_fraction("revisit_penalty", self.revisit_penalty)
-        _check_fraction("max_child_fraction", self.max_child_fraction)
-        if self.child_distance_penalty is not None:
-            _check_fraction("child_distance_penalty", self.child_distance_penalty)
-        if self.child_prior_strength is not None and (
-                isinstance(self.child_prior_strength, bool) or not isinstance(self.child_prior_strength, (int, float))
-                or not 0.0 <= self.child_prior_strength < float("inf")):
-            raise ConfigError(f"child_prior_strength must be a number >= 0 or null, got {self.child_prior_strength!r}")
-        if self.eviction not in EVICTIONS:
-            raise ConfigError(f"eviction must be one of {EVICTIONS}, got {self.eviction!r}")
-        _check_int("resolution", self.resolution, 1)
-        _check_int("archive_capacity", self.archive_capacity, 0, allow_none=True)
-        _check_int("history_length", self.history_length, 1)
-        if self.reinsertion.drop_solved_streak > self.history_length:
-            raise ConfigError(
-                f"reinsertion.drop_solved_streak ({self.reinsertion.drop_solved_streak}) exceeds history_length "
-                f"({self.history_length}): the pool would not remember enough visits"
-            )
-        if not isinstance(self.track_changes, bool):
-            raise ConfigError(f"track_changes must be a bool, got {self.track_changes!r}")
-        self.estimator_params = dict(self.estimator_params or {})
+    @model_validator(mode="after")
+    def _consistent(self) -> "PoolConfig":
+        """Checks that span fields: the solved streak needs remembered visits; the estimator builds."""
+        streak = self.reinsertion.drop_solved_streak
+        if streak > self.history_length:
+            raise Invalid(f"({streak}) exceeds history_length ({self.history_length}): the pool would not remember "
+                          "enough visits", field="reinsertion.drop_solved_streak")
+        self.estimator_params = dict(self.estimator_params)
         build_estimator(self.estimator, **self.estimator_params)  # validates name and parameters
+        return self
 
     @classmethod
     def paper(cls, **overrides: Any) -> "PoolConfig":
@@ -200,16 +150,4 @@ class PoolConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PoolConfig":
         """Build from a plain dict (e.g. ``OmegaConf.to_container`` of the YAML); unknown keys are errors."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"unknown pool config keys {sorted(unknown)}; known: {sorted(known)}")
-        data = dict(data)
-        reinsertion = data.get("reinsertion")
-        if isinstance(reinsertion, dict):
-            known_r = {f.name for f in dataclasses.fields(ReinsertionConfig)}
-            bad = set(reinsertion) - known_r
-            if bad:
-                raise ConfigError(f"unknown reinsertion config keys {sorted(bad)}; known: {sorted(known_r)}")
-            data["reinsertion"] = ReinsertionConfig(**reinsertion)
-        return cls(**data)
+        return parse(cls, data)

@@ -53,7 +53,7 @@ def test_config_dict_round_trip():
                      estimator_params={"decay": 0.9})
     assert PoolConfig.from_dict(cfg.to_dict()) == cfg
     assert cfg.archive_limit == 10
-    with pytest.raises(ConfigError, match="unknown pool config keys"):
+    with pytest.raises(ConfigError, match=r"pool: unknown keys"):
         PoolConfig.from_dict({"max_pool_sz": 3})
-    with pytest.raises(ConfigError, match="unknown reinsertion config keys"):
+    with pytest.raises(ConfigError, match=r"pool\.reinsertion: unknown keys"):
         PoolConfig.from_dict({"reinsertion": {"rat": 3}})

@@ -1,6 +1,7 @@
 """Lineage configuration, errors and value conversions (spec §6), shared by the ``lineage*`` modules.
 
-Owns ``LineageConfig`` (the dataclass mirrored by the YAML ``lineage`` block, validated in ``__post_init__``),
+Owns ``LineageConfig`` (the dataclass mirrored by the YAML ``lineage`` block, its fields checked by pydantic
+through ``verl_ext.config_model``),
 ``LineageError``, the ``RefreshResult`` a refresh returns, and the checks that turn caller input (record ids,
 pass rates, difficulty factors) into the forest's internal form: ints, and values on the reward scale
 r = 2p - 1 (NaN: no value).
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
+from pydantic import Field
+
+from verl_ext.config_model import Bool, Float, Fraction, PositiveInt, config_dataclass
 from verl_ext.pool.errors import ConfigError
 from verl_ext.pool.estimators import to_pass, to_reward
 
@@ -26,7 +29,7 @@ class LineageError(ValueError):
     """A structural error in the lineage (cycle, dangling reference, bad value or state)."""
 
 
-@dataclass
+@config_dataclass(name="lineage", error=ConfigError)
 class LineageConfig:
     """Topology-aware re-estimation settings (spec §6); defaults are the paper's PathAgg.
 
@@ -42,38 +45,15 @@ class LineageConfig:
     - ``max_nodes``: lineage capacity; a new edge that would exceed it is refused and counted.
     """
 
-    enabled: bool = True
-    method: str = "pathagg"
-    blend: float = 0.5
-    tau: float = 1.0
-    weighting: str = "softmax"
-    max_depth: int | None = None
-    cadence: int = 1
-    mode: str = "incremental"
-    max_nodes: int = 1_000_000
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.enabled, bool):
-            raise ConfigError(f"lineage.enabled must be a bool, got {self.enabled!r}")
-        if self.method not in _METHODS:
-            raise ConfigError(f"lineage.method must be one of {_METHODS}, got {self.method!r}")
-        if self.weighting not in _WEIGHTINGS:
-            raise ConfigError(f"lineage.weighting must be one of {_WEIGHTINGS}, got {self.weighting!r}")
-        if self.mode not in _MODES:
-            raise ConfigError(f"lineage.mode must be one of {_MODES}, got {self.mode!r}")
-        if not (isinstance(self.blend, (int, float)) and 0.0 <= self.blend <= 1.0):
-            raise ConfigError(f"lineage.blend must be in [0, 1], got {self.blend!r}")
-        if not (isinstance(self.tau, (int, float)) and math.isfinite(self.tau) and self.tau > 0):
-            raise ConfigError(f"lineage.tau must be a finite number > 0, got {self.tau!r}")
-        md = self.max_depth
-        if md is not None and (isinstance(md, bool) or not isinstance(md, int) or not 1 <= md <= _MAX_DEPTH_CAP):
-            raise ConfigError(f"lineage.max_depth must be None or an int in [1, {_MAX_DEPTH_CAP}], got {md!r}")
-        if isinstance(self.cadence, bool) or not isinstance(self.cadence, int) or self.cadence < 1:
-            raise ConfigError(f"lineage.cadence must be an int >= 1, got {self.cadence!r}")
-        if isinstance(self.max_nodes, bool) or not isinstance(self.max_nodes, int) or self.max_nodes < 2:
-            raise ConfigError(f"lineage.max_nodes must be an int >= 2, got {self.max_nodes!r}")
-        self.blend = float(self.blend)
-        self.tau = float(self.tau)
+    enabled: Bool = True
+    method: Literal[_METHODS] = "pathagg"
+    blend: Fraction = 0.5
+    tau: Annotated[Float, Field(gt=0.0)] = 1.0
+    weighting: Literal[_WEIGHTINGS] = "softmax"
+    max_depth: Annotated[PositiveInt, Field(le=_MAX_DEPTH_CAP)] | None = None
+    cadence: PositiveInt = 1
+    mode: Literal[_MODES] = "incremental"
+    max_nodes: Annotated[PositiveInt, Field(ge=2)] = 1_000_000
 
 
 class RefreshResult(NamedTuple):
