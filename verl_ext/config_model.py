@@ -45,7 +45,7 @@ NonNegInt = Annotated[StrictInt, Field(ge=0)]
 
 def _no_bool(value: Any) -> Any:
     if isinstance(value, bool):
-        raise Invalid("must be a number, not a bool")
+        raise Invalid("")  # no sentence of its own: the message describes the field's type
     return value
 
 
@@ -100,6 +100,8 @@ def parse(cls: type[T], data: Any, *, name: str | None = None, error: type[Excep
     """Validate plain data (a dict from YAML/OmegaConf) into ``cls``; errors name keys under ``name``."""
     if isinstance(data, cls):
         return data
+    if isinstance(data, Mapping):
+        data = dict(data)
     try:
         return TypeAdapter(cls).validate_python(data)
     except ValidationError as err:
@@ -195,12 +197,12 @@ def _one(error: Mapping[str, Any], prefix: str, model: Any) -> str:
     loc = tuple(error["loc"])
     key = _join(prefix, loc)
     cause = (error.get("ctx") or {}).get("error")
-    if isinstance(cause, Invalid):
+    if isinstance(cause, Invalid) and cause.why:
         if cause.field is not None:  # a model-level check: the input is the whole object, show the field's value
             got = "" if cause.value is Invalid._UNSET else f", got {cause.value!r}"
             return f"{_join(key, (cause.field,))} {cause.why}{got}"
         return f"{key} {cause.why}, got {error['input']!r}"
-    if cause is not None:  # a plain ValueError from a check that writes its own sentence
+    if cause is not None and not isinstance(cause, Invalid):  # a plain ValueError from a check that writes its own sentence
         return f"{key}: {cause}" if key else str(cause)
     field = _field_at(model, loc)
     if field is not None and error["type"] != "missing":

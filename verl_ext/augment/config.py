@@ -1,19 +1,21 @@
 """Configuration of augmentation (what the policy is asked to write) and of the teacher (who validates it).
 
 Dataclasses with paper defaults (spec §5) mirrored by the recipe's YAML; every field is a Hydra override.
-``__post_init__`` first converts each field to its declared type (Hydra hands over strings and ints as typed on
-the command line) and then validates; both name the offending field, so a bad override (``timeout_s=abc``) fails
-at start-up with ``TeacherConfig.timeout_s='abc': must be a number``, not mid-run with a TypeError.
+Types and ranges are declared on the fields and checked by pydantic (``verl_ext.config_model``). The scalar fields
+are the lax kind: a value typed on the command line is converted to the declared type (``"5"`` -> 5.0, ``7`` ->
+``"7"``), never from a bool, so a bad override (``timeout_s=abc``) fails at start-up with
+``teacher.timeout_s must be a number > 0, got 'abc'``, not mid-run with a TypeError.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from verl_ext.augment.protocol import (
     DEFAULT_FORMAT,
@@ -23,6 +25,7 @@ from verl_ext.augment.protocol import (
     AugmentPrompt,
     Shot,
 )
+from verl_ext.config_model import Bool, Invalid, LaxFloat, LaxInt, LaxStr, config_dataclass, parse
 
 PARENT_SELECTIONS = ("all", "band")
 TEACHER_BACKENDS = ("programmatic", "openai")
@@ -37,55 +40,17 @@ DEFAULT_TEACHER_PROMPT = (
 )
 
 
-def _fail(owner: str, name: str, value: Any, why: str) -> None:
-    raise ValueError(f"{owner}.{name}={value!r}: {why}")
-
-
-def _to_number(owner: str, name: str, value: Any, kind: type) -> Any:
-    if isinstance(value, bool):
-        _fail(owner, name, value, f"must be {'an integer' if kind is int else 'a number'}, not a bool")
-    try:
-        number = float(value) if kind is float else int(value) if isinstance(value, (int, str)) else value
-    except (TypeError, ValueError):
-        number = None
-    if isinstance(number, float) and math.isnan(number):
-        number = None  # never a valid setting
-    if kind is int and isinstance(number, float) and number.is_integer():
-        number = int(number)
-    if not isinstance(number, kind):
-        _fail(owner, name, value, "must be an integer" if kind is int else "must be a number")
-    return number
-
-
-def _coerce_fields(obj: Any) -> None:
-    """Convert each scalar field to its declared type (``float``, ``int``, ``bool``, ``str``, ``X | None``)."""
-    owner = type(obj).__name__
-    for f in dataclasses.fields(obj):
-        kind = str(f.type)
-        value = getattr(obj, f.name)
-        optional = kind.endswith(" | None")
-        kind = kind.removesuffix(" | None")
-        if value is None and optional:
-            continue
-        if kind in ("float", "int"):
-            value = _to_number(owner, f.name, value, float if kind == "float" else int)
-        elif kind == "bool" and not isinstance(value, bool):
-            _fail(owner, f.name, value, "must be true or false")
-        elif kind == "str":
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = str(value)  # Hydra reads `model=7` as an int
-            elif not isinstance(value, str):
-                _fail(owner, f.name, value, "must be a string")
-        elif kind.startswith("dict") and not isinstance(value, Mapping):
-            _fail(owner, f.name, value, "must be a mapping")
-        setattr(obj, f.name, value)
+_Count = Annotated[LaxInt, Field(ge=1)]
+_NonNegCount = Annotated[LaxInt, Field(ge=0)]
+_Seconds = Annotated[LaxFloat, Field(ge=0.0)]
+_Share = Annotated[LaxFloat, Field(ge=0.0, le=1.0)]
 
 
 def _shots_default() -> list[dict[str, Any]]:
     return [dataclasses.asdict(s) for s in DEFAULT_SHOTS]
 
 
-@dataclass
+@config_dataclass(name="augmentation")
 class AugmentConfig:
     """What the policy is asked to write, for which parents, and the pre-teacher limits.
 
@@ -93,42 +58,29 @@ class AugmentConfig:
     all-solved or all-failed parents teach little). ``num_parents=0`` means no cap.
     """
 
-    enabled: bool = False
-    parent_selection: str = "all"
-    band_low: float = 0.0
-    band_high: float = 1.0
-    num_parents: int = 0
-    num_per_prompt: int = 1
-    max_new_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
-    stop: list[str] = field(default_factory=lambda: [TAG_END])
-    max_candidate_chars: int = 2000
-    seen_capacity: int = 1_000_000
-    instruction: str = DEFAULT_INSTRUCTION
-    answer_format: str = DEFAULT_FORMAT
+    enabled: Bool = False
+    parent_selection: Literal[PARENT_SELECTIONS] = "all"
+    band_low: _Share = 0.0
+    band_high: _Share = 1.0
+    num_parents: _NonNegCount = 0
+    num_per_prompt: _Count = 1
+    max_new_tokens: _Count = 256
+    temperature: Annotated[LaxFloat, Field(ge=0.0)] = 1.0
+    top_p: Annotated[LaxFloat, Field(gt=0.0, le=1.0)] = 1.0
+    stop: list[Annotated[str, Field(min_length=1, strict=True)]] = field(default_factory=lambda: [TAG_END])
+    max_candidate_chars: _Count = 2000
+    seen_capacity: _Count = 1_000_000
+    instruction: LaxStr = DEFAULT_INSTRUCTION
+    answer_format: LaxStr = DEFAULT_FORMAT
     shots: list[dict[str, Any]] = field(default_factory=_shots_default)
 
-    def __post_init__(self) -> None:
-        o = "AugmentConfig"
-        _coerce_fields(self)
-        if self.parent_selection not in PARENT_SELECTIONS:
-            _fail(o, "parent_selection", self.parent_selection, f"must be one of {PARENT_SELECTIONS}")
-        if not 0.0 <= self.band_low <= self.band_high <= 1.0:
-            _fail(o, "band_low/band_high", (self.band_low, self.band_high), "need 0 <= band_low <= band_high <= 1")
-        for name in ("num_per_prompt", "max_new_tokens", "max_candidate_chars", "seen_capacity"):
-            if int(getattr(self, name)) <= 0:
-                _fail(o, name, getattr(self, name), "must be > 0")
-        if self.num_parents < 0:
-            _fail(o, "num_parents", self.num_parents, "must be >= 0 (0 = no cap)")
-        if self.temperature < 0.0:
-            _fail(o, "temperature", self.temperature, "must be >= 0")
-        if not 0.0 < self.top_p <= 1.0:
-            _fail(o, "top_p", self.top_p, "must be in (0, 1]")
-        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
-            _fail(o, "stop", self.stop, "must be a list of non-empty strings")
-        self.stop = list(self.stop)
-        self.prompt_spec()  # validates shots
+    @model_validator(mode="after")
+    def _consistent(self) -> "AugmentConfig":
+        """The band must be a band, and the shots must make a prompt."""
+        if self.band_low > self.band_high:
+            raise Invalid(f"must be <= band_high ({self.band_high})", field="band_low", value=self.band_low)
+        self.prompt_spec()
+        return self
 
     def prompt_spec(self) -> AugmentPrompt:
         """The ``AugmentPrompt`` these fields describe."""
@@ -137,17 +89,16 @@ class AugmentConfig:
             try:
                 shots.append(Shot(original=str(s["original"]), new=str(s["new"]), difficulty=float(s["difficulty"])))
             except (KeyError, TypeError, ValueError) as err:
-                raise ValueError(
-                    f"AugmentConfig.shots[{i}] needs 'original', 'new' and a numeric 'difficulty': {err}"
-                ) from err
+                raise Invalid(f"needs 'original', 'new' and a numeric 'difficulty': {err}", field=f"shots[{i}]",
+                              value=s) from err
         return AugmentPrompt(instruction=self.instruction, answer_format=self.answer_format, shots=tuple(shots))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AugmentConfig:
-        return cls(**_known_fields(cls, data))
+        return parse(cls, data)
 
 
-@dataclass
+@config_dataclass(name="teacher")
 class TeacherConfig:
     """The teacher backend and its transport limits.
 
@@ -163,63 +114,47 @@ class TeacherConfig:
     validator's worker count and the cap on simultaneous requests; ``prompt`` is the system message.
     """
 
-    backend: str = "programmatic"
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = ""
-    api_key_env: str = ""
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-    max_retry_after_s: float = 60.0
-    concurrency: int = 8
-    queue_capacity: int = 4096
-    json_mode: bool = True
-    temperature: float | None = None
-    max_tokens: int | None = None
+    backend: Literal[TEACHER_BACKENDS] = "programmatic"
+    base_url: LaxStr = "http://127.0.0.1:8000/v1"
+    model: LaxStr = ""
+    api_key_env: LaxStr = ""
+    timeout_s: Annotated[LaxFloat, Field(gt=0.0)] = 60.0
+    max_retries: _NonNegCount = 3
+    backoff_s: _Seconds = 1.0
+    max_backoff_s: _Seconds = 30.0
+    max_retry_after_s: _Seconds = 60.0
+    concurrency: _Count = 8
+    queue_capacity: _Count = 4096
+    json_mode: Bool = True
+    temperature: Annotated[LaxFloat, Field(ge=0.0)] | None = None
+    max_tokens: _Count | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
-    max_clean_chars: int = 4000
-    max_answer_chars: int = 512
-    latency_window: int = 1024
-    probe_timeout_s: float = 10.0
-    prompt: str = DEFAULT_TEACHER_PROMPT
+    max_clean_chars: _Count = 4000
+    max_answer_chars: _Count = 512
+    latency_window: _Count = 1024
+    probe_timeout_s: _Seconds = 10.0
+    prompt: LaxStr = DEFAULT_TEACHER_PROMPT
 
-    def __post_init__(self) -> None:
-        o = "TeacherConfig"
-        _coerce_fields(self)
-        if self.backend not in TEACHER_BACKENDS:
-            _fail(o, "backend", self.backend, f"must be one of {TEACHER_BACKENDS}")
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise Invalid("must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _openai_needs_a_server(self) -> "TeacherConfig":
+        """An OpenAI-compatible teacher needs a model name and an http(s) URL."""
         if self.backend == "openai":
             if not self.model:
-                _fail(o, "model", self.model, "required for backend 'openai' (set TEACHER_MODEL)")
+                raise Invalid("is required for backend 'openai' (set TEACHER_MODEL)", field="model")
             if not self.base_url.startswith(("http://", "https://")):
-                _fail(o, "base_url", self.base_url, "must start with http:// or https://")
-        for name in ("timeout_s", "concurrency", "queue_capacity", "max_clean_chars", "max_answer_chars",
-                     "latency_window"):
-            if getattr(self, name) <= 0:
-                _fail(o, name, getattr(self, name), "must be > 0")
-        for name in ("max_retries", "backoff_s", "max_backoff_s", "max_retry_after_s", "probe_timeout_s"):
-            if getattr(self, name) < 0:
-                _fail(o, name, getattr(self, name), "must be >= 0")
-        if self.temperature is not None and self.temperature < 0:
-            _fail(o, "temperature", self.temperature, "must be >= 0 (or null: not sent)")
-        if self.max_tokens is not None and self.max_tokens <= 0:
-            _fail(o, "max_tokens", self.max_tokens, "must be > 0 (or null: not sent)")
-        self.extra_body = dict(self.extra_body)
-        if not self.prompt.strip():
-            _fail(o, "prompt", self.prompt, "must not be empty")
+                raise Invalid("must start with http:// or https://", field="base_url", value=self.base_url)
+        return self
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TeacherConfig:
-        return cls(**_known_fields(cls, data))
-
-
-def _known_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown field(s) {unknown}; known: {sorted(names)}")
-    return dict(data)
+        return parse(cls, data)
 
 
 def select_parents(

@@ -22,7 +22,7 @@ def test_defaults_are_valid() -> None:
     ("kwargs", "field"),
     [
         ({"parent_selection": "random"}, "parent_selection"),
-        ({"band_low": 0.8, "band_high": 0.2}, "band_low/band_high"),
+        ({"band_low": 0.8, "band_high": 0.2}, "band_low must be <= band_high"),
         ({"num_per_prompt": 0}, "num_per_prompt"),
         ({"max_new_tokens": -1}, "max_new_tokens"),
         ({"top_p": 0.0}, "top_p"),
@@ -46,15 +46,15 @@ def test_augment_config_errors_name_the_field(kwargs: dict, field: str) -> None:
         ({"max_retries": -1}, "max_retries"),
         ({"concurrency": 0}, "concurrency"),
         ({"prompt": " "}, "prompt"),
-        ({"timeout_s": "abc"}, "timeout_s='abc': must be a number"),
-        ({"timeout_s": "nan"}, "timeout_s='nan': must be a number"),
-        ({"max_retries": 1.5}, "max_retries=1.5: must be an integer"),
-        ({"concurrency": True}, "concurrency=True: must be an integer, not a bool"),
-        ({"json_mode": "maybe"}, "json_mode='maybe': must be true or false"),
+        ({"timeout_s": "abc"}, "teacher.timeout_s must be a number > 0, got 'abc'"),
+        ({"timeout_s": "nan"}, "teacher.timeout_s must be a number > 0, got 'nan'"),
+        ({"max_retries": 1.5}, "teacher.max_retries must be an integer >= 0, got 1.5"),
+        ({"concurrency": True}, "teacher.concurrency must be an integer >= 1, got True"),
+        ({"json_mode": "maybe"}, "teacher.json_mode must be true or false, got 'maybe'"),
         ({"temperature": -1}, "temperature"),
         ({"max_tokens": 0}, "max_tokens"),
         ({"max_answer_chars": 0}, "max_answer_chars"),
-        ({"extra_body": "x"}, "extra_body='x': must be a mapping"),
+        ({"extra_body": "x"}, "teacher.extra_body must be a mapping, got 'x'"),
         ({"probe_timeout_s": -1}, "probe_timeout_s"),
     ],
 )
@@ -67,7 +67,7 @@ def test_values_are_converted_to_the_declared_types() -> None:
     cfg = TeacherConfig(timeout_s="5", max_retries=2.0, model=7, temperature=None)
     assert cfg.timeout_s == 5.0 and cfg.max_retries == 2 and cfg.model == "7" and cfg.temperature is None
     assert AugmentConfig(num_parents="3", temperature=1).num_parents == 3
-    with pytest.raises(ValueError, match="AugmentConfig.top_p='high': must be a number"):
+    with pytest.raises(ValueError, match=r"augmentation\.top_p must be a number in \(0, 1\], got 'high'"):
         AugmentConfig(top_p="high")
 
 
