@@ -1,8 +1,9 @@
 """Configuration of AR3PO (arXiv 2509.25808): adaptive rollout in stages and reuse of earlier correct responses.
 
 Dataclasses mirrored by the recipe's ``ar3po`` YAML; every field is a Hydra override (``heapa.ar3po.k_s=8``,
-``heapa.ar3po.reuse.mode=append``). ``__post_init__`` validates and names the offending field so a bad override
-fails at start-up, not in the middle of a rollout.
+``heapa.ar3po.reuse.mode=append``). Types and ranges are declared on the fields and checked by pydantic
+(``verl_ext.config_model``); errors name the key (``ar3po.reuse.per_prompt``) so a bad override fails at start-up,
+not in the middle of a rollout.
 
 The paper text was not available when this was written. Values marked *unverified* are sensible defaults chosen
 here, kept as knobs so that a user who has the paper can set them: the per-stage sizes, the per-prompt cap, the
@@ -12,36 +13,19 @@ success threshold, replace-versus-append, the staleness limit and the loss weigh
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from verl_ext.config_model import Bool, Float, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
 
 REUSE_MODES = ("replace", "append")
 CORRECTIONS = ("tis", "none")
 
 
-def _fail(owner: str, name: str, value: Any, why: str) -> None:
-    raise ValueError(f"{owner}.{name}={value!r}: {why}")
-
-
-def _check_int(owner: str, obj: Any, name: str, low: int) -> None:
-    value = getattr(obj, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        _fail(owner, name, value, f"must be an integer >= {low}")
-
-
-def _known_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{cls.__name__}: expected a mapping, got {type(data).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown field(s) {unknown}; known: {sorted(names)}")
-    return dict(data)
-
-
-@dataclass
+@config_dataclass(name="ar3po.reuse")
 class ReuseConfig:
     """Response reuse: a bounded bank of earlier correct responses fills groups that stay all-wrong.
 
@@ -64,51 +48,38 @@ class ReuseConfig:
     - ``mark_field``: the per-sample batch field (bool) that marks reused samples, for metrics and loss weights.
     """
 
-    enabled: bool = True
-    mode: str = "replace"
-    per_prompt: int = 1
-    capacity: int = 0
-    max_age: int = 64
-    correction: str = "none"
-    is_cap: float = 2.0
-    weight: float = 1.0
-    mark_field: str = "ar3po_reused"
+    enabled: Bool = True
+    mode: Literal[REUSE_MODES] = "replace"
+    per_prompt: PositiveInt = 1
+    capacity: NonNegInt = 0
+    max_age: NonNegInt = 64
+    correction: Literal[CORRECTIONS] = "none"
+    is_cap: Annotated[Float, Field(gt=0.0)] = 2.0
+    weight: Annotated[Float, Field(ge=0.0)] = 1.0
+    mark_field: Str = "ar3po_reused"
 
-    def __post_init__(self) -> None:
-        o = "ReuseConfig"
-        if not isinstance(self.enabled, bool):
-            _fail(o, "enabled", self.enabled, "must be a bool")
-        if self.mode not in REUSE_MODES:
-            _fail(o, "mode", self.mode, f"must be one of {REUSE_MODES}")
-        _check_int(o, self, "per_prompt", 1)
-        _check_int(o, self, "capacity", 0)
-        _check_int(o, self, "max_age", 0)
-        if self.correction not in CORRECTIONS:
-            _fail(o, "correction", self.correction, f"must be one of {CORRECTIONS}")
-        if isinstance(self.is_cap, bool) or not isinstance(self.is_cap, (int, float)) or not (
-            math.isfinite(self.is_cap) and self.is_cap > 0.0
-        ):
-            _fail(o, "is_cap", self.is_cap, "must be a finite number > 0")
-        self.is_cap = float(self.is_cap)
+    @field_validator("mark_field")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not value.isidentifier():
+            raise Invalid("must be a non-empty identifier (it names a batch field)")
+        return value
+
+    @model_validator(mode="after")
+    def _capacity_holds_a_prompt(self) -> "ReuseConfig":
         if self.capacity and self.capacity < self.per_prompt:
-            _fail(o, "capacity", self.capacity, f"must be >= per_prompt ({self.per_prompt})")
-        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not (
-            math.isfinite(self.weight) and self.weight >= 0.0
-        ):
-            _fail(o, "weight", self.weight, "must be a finite number >= 0")
-        self.weight = float(self.weight)
-        if not isinstance(self.mark_field, str) or not self.mark_field.isidentifier():
-            _fail(o, "mark_field", self.mark_field, "must be a non-empty identifier (it names a batch field)")
+            raise Invalid(f"must be >= per_prompt ({self.per_prompt})", field="capacity", value=self.capacity)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReuseConfig:
-        return cls(**_known_fields(cls, data))
+        return parse(cls, data)
 
 
-@dataclass
+@config_dataclass(name="ar3po")
 class AR3POConfig:
     """Adaptive rollout: ``k1`` responses per prompt, then ``k_s`` more per stage for prompts still unsolved.
 
@@ -122,30 +93,19 @@ class AR3POConfig:
     without trusting float equality. Raise it for partial-credit rewards. *Unverified* knob.
     """
 
-    enabled: bool = False
-    k1: int = 4
-    k_s: int = 4
-    max_stages: int = 4
-    max_per_prompt: int = 16
-    success_threshold: float = 0.5
+    enabled: Bool = False
+    k1: PositiveInt = 4
+    k_s: PositiveInt = 4
+    max_stages: PositiveInt = 4
+    max_per_prompt: PositiveInt = 16
+    success_threshold: Float = 0.5
     reuse: ReuseConfig = field(default_factory=ReuseConfig)
 
-    def __post_init__(self) -> None:
-        o = "AR3POConfig"
-        if not isinstance(self.enabled, bool):
-            _fail(o, "enabled", self.enabled, "must be a bool")
-        for name in ("k1", "k_s", "max_stages", "max_per_prompt"):
-            _check_int(o, self, name, 1)
+    @model_validator(mode="after")
+    def _first_stage_fits(self) -> "AR3POConfig":
         if self.k1 > self.max_per_prompt:
-            _fail(o, "k1", self.k1, f"must be <= max_per_prompt ({self.max_per_prompt})")
-        t = self.success_threshold
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-            _fail(o, "success_threshold", t, "must be a finite number")
-        self.success_threshold = float(t)
-        if isinstance(self.reuse, Mapping):
-            self.reuse = ReuseConfig.from_dict(self.reuse)
-        if not isinstance(self.reuse, ReuseConfig):
-            _fail(o, "reuse", self.reuse, "must be a ReuseConfig or a mapping of its fields")
+            raise Invalid(f"must be <= max_per_prompt ({self.max_per_prompt})", field="k1", value=self.k1)
+        return self
 
     def max_responses(self) -> int:
         """Most responses any prompt can receive in one step (stages and cap together)."""
@@ -171,4 +131,4 @@ class AR3POConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AR3POConfig:
         """Build from a plain dict (e.g. ``OmegaConf.to_container`` of the YAML); unknown keys are errors."""
-        return cls(**_known_fields(cls, data))
+        return parse(cls, data)
