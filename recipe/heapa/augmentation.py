@@ -17,12 +17,14 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from verl_ext.adapters.rows import child_extra
 from verl_ext.augment import (AsyncValidator, AugmentConfig, CandidateFilter, SeenHashes, TeacherConfig,
                               build_teacher, select_parents)
 from verl_ext.augment.protocol import AugmentPrompt, build_messages
+from verl_ext.config_model import Invalid
 from verl_ext.pool import UnknownRecordError
 
 logger = logging.getLogger(__name__)
@@ -38,14 +40,24 @@ def _tiny_prompt_fields() -> dict[str, Any]:
             "shots": []}
 
 
-def parse_augment_config(block: dict[str, Any]) -> AugmentConfig:
+def resolve_prompt_preset(block: Mapping[str, Any]) -> dict[str, Any]:
+    """``heapa.augmentation`` with ``prompt_preset`` replaced by the prompt fields it names (``tiny``: the text
+    the tiny CPU model was warm-started on), ready for ``AugmentConfig``'s own validation."""
     block = dict(block)
     preset = block.pop("prompt_preset", "default")
     if preset not in PROMPT_PRESETS:
-        raise ValueError(f"heapa.augmentation.prompt_preset must be one of {PROMPT_PRESETS}, got {preset!r}")
+        raise Invalid(f"must be one of {PROMPT_PRESETS}", field="prompt_preset", value=preset)
     if preset == "tiny":
         block.update(_tiny_prompt_fields())
-    return AugmentConfig.from_dict(block)
+    return block
+
+
+def parse_augment_config(block: Mapping[str, Any]) -> AugmentConfig:
+    """The ``heapa.augmentation`` block as an ``AugmentConfig`` (errors name ``augmentation.<field>``)."""
+    try:
+        return AugmentConfig.from_dict(resolve_prompt_preset(block))
+    except Invalid as err:
+        raise ValueError(f"augmentation.{err.field} {err.why}, got {err.value!r}") from None
 
 
 def _user_text(prompt: Any) -> str:

@@ -27,9 +27,13 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
+
+from pydantic import Field, field_validator
+
+from verl_ext.config_model import Bool, Float, Int, Invalid, Str, config_dataclass, parse
 
 logger = logging.getLogger(__name__)
 
@@ -37,53 +41,46 @@ REQUEST_FILE = "heapa_preempt.json"
 EX_TEMPFAIL = 75
 
 
-@dataclass
+_Seconds = Annotated[Float, Field(gt=0.0)]
+
+
+@config_dataclass(name="run.watchdog")
 class WatchdogSettings:
     """``heapa.run.watchdog``: when a step is stuck and what to do about it (``watchdog.py``)."""
 
-    enabled: bool = True
-    factor: float = 5.0  # a step is stuck past factor x the median step time ...
-    floor_s: float = 900.0  # ... and never before this many seconds
-    abort: bool = False  # stuck: end the trainer (exit code 70) so the supervisor restarts it from its checkpoint
-    poll_s: float = 5.0
-
-    def __post_init__(self) -> None:
-        for name in ("factor", "floor_s", "poll_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"watchdog.{name} must be a number > 0, got {value!r}")
-            setattr(self, name, float(value))
-        for name in ("enabled", "abort"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"watchdog.{name} must be a bool, got {getattr(self, name)!r}")
+    enabled: Bool = True
+    factor: _Seconds = 5.0  # a step is stuck past factor x the median step time ...
+    floor_s: _Seconds = 900.0  # ... and never before this many seconds
+    abort: Bool = False  # stuck: end the trainer (exit code 70) so the supervisor restarts it from its checkpoint
+    poll_s: _Seconds = 5.0
 
 
-@dataclass
+@config_dataclass(name="run")
 class RunSettings:
     """``heapa.run``: how a run meets its cluster (preemption signals, grace period, exit code, watchdog)."""
 
-    preempt_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
-    grace_s: float = 300.0
-    requeue_exit_code: int = EX_TEMPFAIL
+    preempt_signals: list[Str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
+    grace_s: _Seconds = 300.0
+    requeue_exit_code: Annotated[Int, Field(ge=1, le=255)] = EX_TEMPFAIL
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.watchdog, Mapping):
-            self.watchdog = WatchdogSettings(**self.watchdog)
-        self.preempt_signals = [str(s) for s in (self.preempt_signals or [])]
-        for name in self.preempt_signals:
+    @field_validator("preempt_signals", mode="before")
+    @classmethod
+    def _none_is_no_signal(cls, names: Any) -> Any:
+        return [] if names is None else names
+
+    @field_validator("preempt_signals")
+    @classmethod
+    def _catchable(cls, names: list[str]) -> list[str]:
+        """Only signals a process can catch; SIGKILL and SIGSTOP never reach the handler."""
+        for name in names:
             if not isinstance(getattr(signal, name, None), signal.Signals) or name in ("SIGKILL", "SIGSTOP"):
-                raise ValueError(f"preempt_signals: {name!r} is not a signal that can be caught")
-        if isinstance(self.grace_s, bool) or not isinstance(self.grace_s, (int, float)) or self.grace_s <= 0:
-            raise ValueError(f"grace_s must be a number of seconds > 0, got {self.grace_s!r}")
-        self.grace_s = float(self.grace_s)
-        code = self.requeue_exit_code
-        if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
-            raise ValueError(f"requeue_exit_code must be an integer in [1, 255], got {code!r}")
+                raise Invalid(f"{name!r} is not a signal that can be caught")
+        return names
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunSettings":
-        return cls(**dict(data))
+        return parse(cls, data)
 
 
 def request_path(ckpt_dir: str | os.PathLike) -> Path:

@@ -1,47 +1,48 @@
-"""The recipe's ``heapa:`` config block, validated once at start-up into the components' own dataclasses.
+"""The recipe's ``heapa:`` config block, validated once at start-up into typed objects.
 
-Bad values fail before Ray starts, with the offending key named (``heapa.pool.low_fraction: ...``).
+``HeapaSettings`` mirrors the YAML block field for field and nests the components' own config dataclasses
+(``PoolConfig``, ``LineageConfig``, ``AugmentConfig``, ...); pydantic (``verl_ext.config_model``) checks every type,
+range and choice and rejects unknown keys at every level, so bad values fail before Ray starts with the full key
+named (``heapa.pool.reinsertion.rate must be an integer >= 1 or null, got 0``).
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import field
+from typing import Annotated, Any, Literal, Mapping
+
+from pydantic import Field, field_validator
 
 from verl_ext.adapters.rows import RowFormat
 from verl_ext.ar3po import AR3POConfig
 from verl_ext.augment import AugmentConfig, TeacherConfig
+from verl_ext.config_model import Bool, Float, Int, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
 from verl_ext.pool import PoolConfig
 from verl_ext.pool.lineage import LineageConfig
 from verl_ext.selection import available_strategies, get_strategy_class
+from verl_ext.selection.registry import validate_options
 
-from .augmentation import parse_augment_config
+from .augmentation import resolve_prompt_preset
 from .run_control import RunSettings
 
 PLATFORMS = ("gpu", "cpu")
-_KNOWN = {"method", "platform", "seed", "rows", "pool", "selection", "lineage", "feedback", "augmentation",
-          "teacher", "trace_file", "poll_interval_s", "ar3po", "hive", "run", "update"}
+SEQUENCE_MEAN_OVER = ("all_rows", "signal_rows")
 
 
 class HeapaConfigError(ValueError):
     """A bad value in the ``heapa:`` block; the message names the key."""
 
 
-@dataclass
+@config_dataclass(name="heapa.feedback", error=HeapaConfigError)
 class FeedbackSettings:
-    acc_field: str = "acc"
-    pass_threshold: float = 0.5
+    """``heapa.feedback``: which reward field holds correctness, and above what value a response passes."""
 
-    def __post_init__(self) -> None:
-        if not 0.0 <= float(self.pass_threshold) < 1.0:
-            raise HeapaConfigError(f"heapa.feedback.pass_threshold must be in [0, 1), got {self.pass_threshold}")
+    acc_field: Str = "acc"
+    pass_threshold: Annotated[Float, Field(ge=0.0, lt=1.0)] = 0.5
 
 
-SEQUENCE_MEAN_OVER = ("all_rows", "signal_rows")
-
-
-@dataclass
+@config_dataclass(name="heapa.update", error=HeapaConfigError)
 class UpdateSettings:
     """``heapa.update``: what the sequence-mean losses divide by (a study knob of issue "Faster learning per rollout").
 
@@ -51,15 +52,10 @@ class UpdateSettings:
     (``token-mean`` divides by the update's tokens in the engine).
     """
 
-    sequence_mean_over: str = "all_rows"
-
-    def __post_init__(self) -> None:
-        if self.sequence_mean_over not in SEQUENCE_MEAN_OVER:
-            raise HeapaConfigError(f"sequence_mean_over must be one of {SEQUENCE_MEAN_OVER}, got "
-                                   f"{self.sequence_mean_over!r}")
+    sequence_mean_over: Literal[SEQUENCE_MEAN_OVER] = "all_rows"
 
 
-@dataclass
+@config_dataclass(name="heapa.hive", error=HeapaConfigError)
 class HiveSettings:
     """HIVE's online verification in the recipe (``heapa.hive``); used when ``heapa.selection.name=hive``.
 
@@ -72,108 +68,113 @@ class HiveSettings:
     servers (the memory arithmetic is in ``hive_verify.py``'s docstring).
     """
 
-    verify: bool = True
-    tail_tokens: int = 2
-    probe_max_tokens: int = 4096
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.verify, bool):
-            raise HeapaConfigError(f"verify must be a bool, got {self.verify!r}")
-        if isinstance(self.tail_tokens, bool) or not isinstance(self.tail_tokens, int) or self.tail_tokens < 0:
-            raise HeapaConfigError(f"tail_tokens must be an integer >= 0, got {self.tail_tokens!r}")
-        budget = self.probe_max_tokens
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise HeapaConfigError(f"probe_max_tokens must be an integer >= 1 (tokens per probe forward micro-batch "
-                                   f"per GPU), got {self.probe_max_tokens!r}")
+    verify: Bool = True
+    tail_tokens: NonNegInt = 2
+    probe_max_tokens: PositiveInt = 4096
 
 
-@dataclass
+@config_dataclass(name="heapa.selection", error=HeapaConfigError)
+class SelectionSettings:
+    """``heapa.selection``: the strategy by registry name and its constructor options (``kwargs``), which
+    ``parse_settings`` checks against that strategy's own options model once the name is known."""
+
+    name: Str = "boundary"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        if name not in available_strategies():
+            raise Invalid(f"is unknown; choose one of {available_strategies()}")
+        return name
+
+
+def _rows(value: Any) -> RowFormat:
+    return value if isinstance(value, RowFormat) else RowFormat.from_dict(dict(value or {}))
+
+
+@config_dataclass(name="heapa", error=HeapaConfigError)
 class HeapaSettings:
-    """Everything the recipe reads from ``heapa:``, as the components' validated config objects."""
+    """Everything the recipe reads from ``heapa:``: the YAML block, validated, as the components' config objects.
 
-    method: str
-    platform: str
-    seed: int
-    rows: RowFormat
-    pool: PoolConfig
-    selection_name: str
-    selection_kwargs: dict[str, Any]
-    lineage: LineageConfig
-    feedback: FeedbackSettings
+    The teacher is validated only when augmentation is on (something will call it): a GRPO run needs no
+    ``TEACHER_MODEL``. ``augmentation.prompt_preset`` is resolved into the prompt fields it stands for.
+    """
+
+    method: Str = "custom"
+    platform: Literal[PLATFORMS] = "gpu"
+    seed: Int = 0
+    rows: Any = field(default_factory=RowFormat)
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    selection: SelectionSettings = field(default_factory=SelectionSettings)
+    lineage: LineageConfig = field(default_factory=LineageConfig)
+    feedback: FeedbackSettings = field(default_factory=FeedbackSettings)
     augmentation: AugmentConfig = field(default_factory=AugmentConfig)
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
-    trace_file: str | None = None
-    poll_interval_s: float | None = None
+    trace_file: Str | None = None
+    poll_interval_s: Annotated[Float, Field(gt=0.0)] | None = None
     ar3po: AR3POConfig = field(default_factory=AR3POConfig)
     hive: HiveSettings = field(default_factory=HiveSettings)
     run: RunSettings = field(default_factory=RunSettings)
     update: UpdateSettings = field(default_factory=UpdateSettings)
 
+    @field_validator("rows", mode="before")
+    @classmethod
+    def _row_format(cls, value: Any) -> RowFormat:
+        return _rows(value)
 
-def _section(block: Mapping[str, Any], key: str, build):
-    try:
-        return build(dict(block.get(key) or {}))
-    except (TypeError, ValueError) as exc:
-        raise HeapaConfigError(f"heapa.{key}: {exc}") from exc
+    @field_validator("augmentation", mode="before")
+    @classmethod
+    def _prompt_preset(cls, value: Any) -> Any:
+        return resolve_prompt_preset(value) if isinstance(value, Mapping) else value
+
+    @field_validator("teacher", mode="before")
+    @classmethod
+    def _teacher_when_used(cls, value: Any, info: Any) -> Any:
+        augmentation = info.data.get("augmentation")
+        return value if augmentation is not None and augmentation.enabled else TeacherConfig()
+
+    @field_validator("trace_file", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return value or None
+
+    @property
+    def selection_name(self) -> str:
+        return self.selection.name
+
+    @property
+    def selection_kwargs(self) -> dict[str, Any]:
+        return self.selection.kwargs
 
 
-def _poll_interval(value: Any) -> float | None:
-    if value is None:
-        return None
-    if float(value) <= 0:
-        raise HeapaConfigError(f"heapa.poll_interval_s must be > 0 (or null for verl's 2 s), got {value}")
-    return float(value)
-
-
-def _ar3po(block: Mapping[str, Any]) -> AR3POConfig:
-    try:
-        return _section(block, "ar3po", AR3POConfig.from_dict)
-    except HeapaConfigError as exc:
-        if "max_per_prompt" not in str(exc):
-            raise
-        raise HeapaConfigError(f"{exc} (the ar3po presets set max_per_prompt to actor_rollout_ref.rollout.n: raise "
-                               "rollout.n or lower heapa.ar3po.k1)") from exc
+_AR3PO_HINT = (" (the ar3po presets set max_per_prompt to actor_rollout_ref.rollout.n: raise rollout.n or lower "
+               "heapa.ar3po.k1)")
 
 
 def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
-    """Validate a plain-dict ``heapa`` block (``OmegaConf.to_container(cfg.heapa, resolve=True)``)."""
-    unknown = set(block) - _KNOWN
-    if unknown:
-        raise HeapaConfigError(f"heapa: unknown keys {sorted(unknown)}; known: {sorted(_KNOWN)}")
-    platform = str(block.get("platform", "gpu"))
-    if platform not in PLATFORMS:
-        raise HeapaConfigError(f"heapa.platform must be one of {PLATFORMS}, got {platform!r}")
-    selection = dict(block.get("selection") or {})
-    name = str(selection.get("name", "boundary"))
-    if name not in available_strategies():
-        raise HeapaConfigError(f"heapa.selection.name={name!r} is unknown; choose one of {available_strategies()}")
-    kwargs = dict(selection.get("kwargs") or {})
+    """Validate a plain-dict ``heapa`` block (``OmegaConf.to_container(cfg.heapa, resolve=True)``), once."""
     try:
-        get_strategy_class(name)(**{k: v for k, v in kwargs.items()})
+        settings = parse(HeapaSettings, {k: v for k, v in block.items() if v is not None or k not in _NULL_IS_DEFAULT})
+    except HeapaConfigError as exc:
+        if "heapa.ar3po.k1" in str(exc) and "max_per_prompt" in str(exc):
+            raise HeapaConfigError(f"{exc}{_AR3PO_HINT}") from None
+        raise
+    name = settings.selection.name
+    try:
+        settings.selection.kwargs = validate_options(name, settings.selection.kwargs, prefix="heapa.selection.kwargs")
+    except ValueError as exc:
+        raise HeapaConfigError(str(exc)) from None
+    try:  # built once, so a rule that spans options (greso: hard_threshold below easy_threshold) fails here too
+        get_strategy_class(name)(**settings.selection.kwargs)
     except (TypeError, ValueError) as exc:
         raise HeapaConfigError(f"heapa.selection.kwargs for {name!r}: {exc}") from exc
-    augmentation = _section(block, "augmentation", parse_augment_config)
-    # The teacher is validated only when something will call it: a GRPO run needs no TEACHER_MODEL.
-    teacher = _section(block, "teacher", TeacherConfig.from_dict) if augmentation.enabled else TeacherConfig()
-    return HeapaSettings(
-        method=str(block.get("method", "custom")),
-        platform=platform,
-        seed=int(block.get("seed", 0)),
-        rows=_section(block, "rows", RowFormat.from_dict),
-        pool=_section(block, "pool", PoolConfig.from_dict),
-        selection_name=name,
-        selection_kwargs=kwargs,
-        lineage=_section(block, "lineage", lambda d: LineageConfig(**d)),
-        feedback=_section(block, "feedback", lambda d: FeedbackSettings(**d)),
-        augmentation=augmentation,
-        teacher=teacher,
-        trace_file=block.get("trace_file") or None,
-        poll_interval_s=_poll_interval(block.get("poll_interval_s")),
-        ar3po=_ar3po(block),
-        hive=_section(block, "hive", lambda d: HiveSettings(**d)),
-        run=_section(block, "run", RunSettings.from_dict),
-        update=_section(block, "update", lambda d: UpdateSettings(**d)),
-    )
+    return settings
+
+
+# Sections that YAML may leave empty (``pool:`` with nothing under it): null means "all defaults", as before.
+_NULL_IS_DEFAULT = {"rows", "pool", "selection", "lineage", "feedback", "augmentation", "teacher", "ar3po", "hive",
+                    "run", "update"}
 
 
 def strategy_kwargs(name: str, user_kwargs: Mapping[str, Any], seed: int, **wiring: Any) -> dict[str, Any]:

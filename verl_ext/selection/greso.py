@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from verl_ext.selection.table import TableStrategy, check_k, check_number, results_arrays
+from verl_ext.config_model import Fraction, NonNegInt
+from verl_ext.selection.table import TableStrategy, check_k, results_arrays
 from verl_ext.selection.registry import register_strategy
 
 
@@ -35,18 +36,16 @@ class GresoStrategy(TableStrategy):
 
     COLUMNS = {"easy_streak": 0.0, "hard_streak": 0.0}
 
-    def __init__(self, p_easy: float = 0.5, p_hard: float = 0.5, target_zero_variance: float = 0.25,
-                 easy_target_share: float = 0.5, step_size: float = 0.01, min_keep: float = 0.01,
-                 easy_threshold: float = 0.98, hard_threshold: float = 0.11, seed: int = 0) -> None:
+    def __init__(self, p_easy: Fraction = 0.5, p_hard: Fraction = 0.5, target_zero_variance: Fraction = 0.25,
+                 easy_target_share: Fraction = 0.5, step_size: Fraction = 0.01, min_keep: Fraction = 0.01,
+                 easy_threshold: Fraction = 0.98, hard_threshold: Fraction = 0.11, seed: NonNegInt = 0) -> None:
         super().__init__(seed)
-        self.min_keep = check_number("greso.min_keep", min_keep, 0.0, 1.0)
-        self.p_easy = check_number("greso.p_easy", p_easy, self.min_keep, 1.0)
-        self.p_hard = check_number("greso.p_hard", p_hard, self.min_keep, 1.0)
-        self.target_zero_variance = check_number("greso.target_zero_variance", target_zero_variance, 0.0, 1.0)
-        self.easy_target_share = check_number("greso.easy_target_share", easy_target_share, 0.0, 1.0)
-        self.step_size = check_number("greso.step_size", step_size, 0.0, 1.0)
-        self.easy_threshold = check_number("greso.easy_threshold", easy_threshold, 0.0, 1.0)
-        self.hard_threshold = check_number("greso.hard_threshold", hard_threshold, 0.0, 1.0)
+        for name, p in (("p_easy", p_easy), ("p_hard", p_hard)):
+            if p < min_keep:  # the adaptation clamps to [min_keep, 1]; a start below it is a typo
+                raise ValueError(f"greso.{name} must be in [min_keep, 1] = [{min_keep}, 1], got {p!r}")
+        self.min_keep, self.p_easy, self.p_hard = min_keep, p_easy, p_hard
+        self.target_zero_variance, self.easy_target_share = target_zero_variance, easy_target_share
+        self.step_size, self.easy_threshold, self.hard_threshold = step_size, easy_threshold, hard_threshold
         if self.hard_threshold >= self.easy_threshold:
             raise ValueError(f"greso: hard_threshold ({hard_threshold}) must be below easy_threshold "
                              f"({easy_threshold})")

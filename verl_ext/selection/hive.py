@@ -45,12 +45,14 @@ selections together: ``hive/prune_rate`` = pruned / verified).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
+from verl_ext.config_model import Float, Fraction, NonNegInt, PositiveInt
 from verl_ext.selection.registry import register_strategy
-from verl_ext.selection.table import TableStrategy, check_k, check_number, results_arrays, top_k
+from verl_ext.selection.table import TableStrategy, check_k, results_arrays, top_k
 
 EntropyFn = Callable[[list[int]], Mapping[int, float]]
 HIVE_STATE_VERSION = 2  # 2: per-source reference windows, sticky pruning (``pruned_at``)
@@ -101,28 +103,19 @@ class HiveStrategy(TableStrategy):
     COLUMNS = {"rate_sum": 0.0, "rate_weight": 0.0, "ent_sum": 0.0, "ent_weight": 0.0, "resp_sum": 0.0,
                "resp_weight": 0.0, "pruned_at": -1.0}
 
-    def __init__(self, prompt_entropy: EntropyFn | None = None, candidate_ratio: float = 2.0,
-                 entropy_weight: float = 0.5, decay: float = 0.7, entropy_decay: float = 0.5, p0: float = 0.5,
-                 h0: float = 1.0, collapse_ratio: float = 0.5, prune_quantile: float = 0.1,
-                 prune_reference: str = "candidates", reverify_after: int = 8, norm_window: int = 4096,
-                 seed: int = 0) -> None:
+    def __init__(self, prompt_entropy: EntropyFn | None = None,
+                 candidate_ratio: Annotated[Float, Field(ge=1.0, le=1e6)] = 2.0,
+                 entropy_weight: Annotated[Float, Field(ge=0.0, le=1e6)] = 0.5, decay: Fraction = 0.7,
+                 entropy_decay: Fraction = 0.5, p0: Fraction = 0.5, h0: Fraction = 1.0, collapse_ratio: Fraction = 0.5,
+                 prune_quantile: Annotated[Float, Field(ge=0.0, lt=1.0)] = 0.1,
+                 prune_reference: Literal[PRUNE_REFERENCES] = "candidates", reverify_after: PositiveInt = 8,
+                 norm_window: PositiveInt = 4096, seed: NonNegInt = 0) -> None:
         super().__init__(seed)
-        if prompt_entropy is not None and not callable(prompt_entropy):
-            raise ValueError(f"hive.prompt_entropy must be a callable ids -> {{id: entropy}}, got {prompt_entropy!r}")
         self.prompt_entropy = prompt_entropy
-        self.candidate_ratio = check_number("hive.candidate_ratio", candidate_ratio, 1.0, 1e6)
-        self.entropy_weight = check_number("hive.entropy_weight", entropy_weight, 0.0, 1e6)
-        self.decay = check_number("hive.decay", decay, 0.0, 1.0)
-        self.entropy_decay = check_number("hive.entropy_decay", entropy_decay, 0.0, 1.0)
-        self.p0 = check_number("hive.p0", p0, 0.0, 1.0)
-        self.h0 = check_number("hive.h0", h0, 0.0, 1.0)
-        self.collapse_ratio = check_number("hive.collapse_ratio", collapse_ratio, 0.0, 1.0)
-        self.prune_quantile = check_number("hive.prune_quantile", prune_quantile, 0.0, 1.0, high_open=True)
-        if prune_reference not in PRUNE_REFERENCES:
-            raise ValueError(f"hive.prune_reference must be one of {PRUNE_REFERENCES}, got {prune_reference!r}")
-        self.prune_reference = prune_reference
-        self.reverify_after = _check_int("hive.reverify_after", reverify_after, 1)
-        self.norm_window = _check_int("hive.norm_window", norm_window, 1)
+        self.candidate_ratio, self.entropy_weight, self.decay = candidate_ratio, entropy_weight, decay
+        self.entropy_decay, self.p0, self.h0, self.collapse_ratio = entropy_decay, p0, h0, collapse_ratio
+        self.prune_quantile, self.prune_reference = prune_quantile, prune_reference
+        self.reverify_after, self.norm_window = reverify_after, norm_window
         self.ref_prompt = RunningRank(self.norm_window)  # prompt entropies the probe measured
         self.ref_response = RunningRank(self.norm_window)  # response entropies of trained records
         self._step: int | None = None
@@ -292,9 +285,3 @@ class HiveStrategy(TableStrategy):
             raise ValueError(f"hive state has version {hive.get('version')!r}; this code reads {HIVE_STATE_VERSION}")
         self.ref_prompt.load_state_dict(hive["ref_prompt"])
         self.ref_response.load_state_dict(hive["ref_response"])
-
-
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)

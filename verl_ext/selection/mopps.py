@@ -16,28 +16,31 @@ checkpointed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
-from verl_ext.selection.table import TableStrategy, check_k, check_number, results_arrays
+from verl_ext.config_model import Float, Fraction, NonNegInt
+from verl_ext.selection.table import TableStrategy, check_k, results_arrays
 from verl_ext.selection.registry import register_strategy
+
+
+_Prior = Annotated[Float, Field(gt=0.0, le=1e9)]
 
 
 @register_strategy("mopps")
 class MoppsStrategy(TableStrategy):
     """Beta posterior per record + Thompson sampling towards a target pass rate. See the module docstring."""
 
-    def __init__(self, decay: float = 0.5, alpha0: float = 1.0, beta0: float = 1.0, ts_ratio: float = 4.0,
-                 target: float = 0.5, seed: int = 0) -> None:
-        self.alpha0 = check_number("mopps.alpha0", alpha0, 0.0, 1e9, low_open=True)
-        self.beta0 = check_number("mopps.beta0", beta0, 0.0, 1e9, low_open=True)
+    def __init__(self, decay: Fraction = 0.5, alpha0: _Prior = 1.0, beta0: _Prior = 1.0,
+                 ts_ratio: Annotated[Float, Field(ge=1.0, le=1e6)] = 4.0, target: Fraction = 0.5,
+                 seed: NonNegInt = 0) -> None:
+        self.alpha0, self.beta0 = alpha0, beta0
         # The table's defaults are the prior, so an unseen record reads as Beta(alpha0, beta0) with no special case.
         self.COLUMNS = {"alpha": self.alpha0, "beta": self.beta0}
         super().__init__(seed)
-        self.decay = check_number("mopps.decay", decay, 0.0, 1.0)
-        self.ts_ratio = check_number("mopps.ts_ratio", ts_ratio, 1.0, 1e6)
-        self.target = check_number("mopps.target", target, 0.0, 1.0)
+        self.decay, self.ts_ratio, self.target = decay, ts_ratio, target
 
     def posterior(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, beta) per id; the prior for ids never observed."""

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from verl_ext.selection.table import TableStrategy, check_k, check_number, top_k
+from verl_ext.config_model import Bool, Fraction, NonNegInt
+from verl_ext.selection.table import TableStrategy, check_k, top_k
 from verl_ext.selection.registry import register_strategy
 
 
@@ -23,15 +24,14 @@ from verl_ext.selection.registry import register_strategy
 class OracleStrategy(TableStrategy):
     """Nearest true pass rate to ``target``. See the module docstring."""
 
-    def __init__(self, true_pass_rate: Callable[[Any], Any] | None = None, target: float = 0.5,
-                 vectorized: bool = True, seed: int = 0) -> None:
+    def __init__(self, true_pass_rate: Callable[[Any], Any] | None = None, target: Fraction = 0.5,
+                 vectorized: Bool = True, seed: NonNegInt = 0) -> None:
         super().__init__(seed)
         if not callable(true_pass_rate):
             raise ValueError("oracle needs a true_pass_rate callable (ids -> pass rates); it exists only in a "
                              "simulator, not in real training")
         self.true_pass_rate = true_pass_rate
-        self.target = check_number("oracle.target", target, 0.0, 1.0)
-        self.vectorized = bool(vectorized)
+        self.target, self.vectorized = target, vectorized
 
     def _rates(self, ids: np.ndarray) -> np.ndarray:
         if self.vectorized:

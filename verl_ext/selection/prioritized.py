@@ -11,12 +11,13 @@ records; statistics and RNG are checkpointed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
-from verl_ext.selection.table import TableStrategy, check_k, check_number, results_arrays, \
-    weighted_without_replacement
+from verl_ext.config_model import Float, Fraction, NonNegInt
+from verl_ext.selection.table import TableStrategy, check_k, results_arrays, weighted_without_replacement
 from verl_ext.selection.registry import register_strategy
 
 
@@ -26,11 +27,11 @@ class PrioritizedStrategy(TableStrategy):
 
     COLUMNS = {"rate_sum": 0.0, "visits": 0.0}
 
-    def __init__(self, eps: float = 0.1, temperature: float = 1.0, s0: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, eps: Annotated[Float, Field(ge=0.0, le=1e6)] = 0.1,
+                 temperature: Annotated[Float, Field(gt=0.0, le=1e6)] = 1.0, s0: Fraction = 0.0,
+                 seed: NonNegInt = 0) -> None:
         super().__init__(seed)
-        self.eps = check_number("prioritized.eps", eps, 0.0, 1e6)
-        self.temperature = check_number("prioritized.temperature", temperature, 0.0, 1e6, low_open=True)
-        self.s0 = check_number("prioritized.s0", s0, 0.0, 1.0)
+        self.eps, self.temperature, self.s0 = eps, temperature, s0
         if self.eps == 0.0 and self.s0 == 1.0:
             raise ValueError("prioritized: eps=0 with s0=1 gives unseen records weight 0; raise eps or lower s0")
 

@@ -2,16 +2,25 @@
 
 Strategies register with ``@register_strategy("name")``. ``build_strategy`` imports every module of this package
 on first use, so a new strategy file registers itself without editing any list.
+
+Each strategy's options are typed by its ``__init__`` signature (``candidate_ratio: Annotated[Float, Field(ge=1)]``):
+registration derives a pydantic options model from it (``options_model``) and validates every construction against
+it before the body runs, so ``heapa.selection.kwargs.candidate_ratio=abc`` fails naming that key.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError, create_model
+
+from verl_ext.config_model import CONFIG, explain
 from verl_ext.selection.base import Strategy
 
 _REGISTRY: dict[str, type[Strategy]] = {}
@@ -40,10 +49,54 @@ def register_strategy(name: str) -> Callable[[S], S]:
             raise ValueError(f"strategy name {name!r} is already registered by {existing.__module__}."
                              f"{existing.__qualname__}")
         cls.name = name
+        if not getattr(cls.__init__, "__typed_options__", False):
+            cls.__init__ = _validating_init(cls)  # type: ignore[method-assign]
         _REGISTRY[name] = cls
         return cls
 
     return decorate
+
+
+def options_model(cls: type[Strategy]) -> type[BaseModel]:
+    """The pydantic model of ``cls``'s constructor options: one field per parameter, typed by its annotation."""
+    model = cls.__dict__.get("__options_model__")
+    if model is None:
+        init = inspect.unwrap(cls.__init__)
+        hints = typing.get_type_hints(init, include_extras=True)
+        params = list(inspect.signature(init).parameters.values())[1:]
+        fields = {p.name: (hints.get(p.name, Any), ... if p.default is p.empty else p.default) for p in params
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        model = create_model(f"{cls.__name__}Options", __config__=CONFIG, **fields)
+        cls.__options_model__ = model  # type: ignore[attr-defined]
+    return model
+
+
+def _validated(cls: type[Strategy], kwargs: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    model = options_model(cls)
+    try:
+        checked = model.model_validate(dict(kwargs))
+    except ValidationError as err:
+        raise ValueError(explain(err, prefix, model)) from None
+    return {name: getattr(checked, name) for name in kwargs}
+
+
+def _validating_init(cls: type[Strategy]) -> Callable[..., None]:
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Strategy, *args: Any, **kwargs: Any) -> None:
+        bound = inspect.signature(init).bind(self, *args, **kwargs)
+        options = {k: v for k, v in list(bound.arguments.items())[1:]}
+        init(self, **_validated(cls, options, cls.name))
+
+    __init__.__typed_options__ = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def validate_options(name: str, kwargs: Mapping[str, Any], prefix: str | None = None) -> dict[str, Any]:
+    """``kwargs`` checked against strategy ``name``'s options model and converted to the declared types; a bad
+    one raises ``ValueError`` whose key starts with ``prefix`` (default: the strategy's name)."""
+    return _validated(get_strategy_class(name), kwargs, name if prefix is None else prefix)
 
 
 def _discover() -> None:

@@ -29,20 +29,6 @@ def check_k(k: Any) -> int:
     return int(k)
 
 
-def check_number(name: str, value: Any, low: float, high: float, *, low_open: bool = False,
-                 high_open: bool = False) -> float:
-    """``value`` as a float inside [low, high] (ends open on request), else ``ValueError`` naming the knob."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    v = float(value)
-    bad_low = v <= low if low_open else v < low
-    bad_high = v >= high if high_open else v > high
-    if not np.isfinite(v) or bad_low or bad_high:
-        lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
-        raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {value!r}")
-    return v
-
-
 def results_arrays(results: Mapping[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``{id: (passes, n)}`` -> (ids, passes, n) arrays, checked (the pool has already validated them in the
     trainer's order, but a strategy can be driven on its own)."""
@@ -175,8 +161,7 @@ class TableStrategy(Strategy):
     COLUMNS: dict[str, float] = {}
 
     def __init__(self, seed: int = 0) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"{self.name}: seed must be a non-negative int, got {seed!r}")
+        # The registered subclass's typed signature has checked ``seed`` (``registry.options_model``).
         self.seed = int(seed)
         self._rng = np.random.Generator(np.random.PCG64(self.seed))
         self.stats = IdStats(self.COLUMNS)

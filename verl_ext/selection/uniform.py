@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from verl_ext.config_model import NonNegInt
 from verl_ext.pool import QueryPool
 from verl_ext.selection.base import Strategy
 from verl_ext.selection.registry import register_strategy
@@ -21,7 +22,7 @@ from verl_ext.selection.registry import register_strategy
 class UniformStrategy(Strategy):
     """Uniform sampling without replacement among the pool's available records."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: NonNegInt = 0) -> None:
         self.seed = seed
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self._last_n = 0

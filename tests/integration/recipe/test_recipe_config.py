@@ -176,6 +176,6 @@ def test_signal_rows_needs_a_sequence_mean_loss_and_a_known_value():
     cfg = _compose("method=dapo", "platform=cpu", "heapa.method=dapo", "heapa.update.sequence_mean_over=signal_rows")
     with pytest.raises(HeapaConfigError, match="signal_rows needs a sequence-mean .*token-mean"):
         prepare(cfg)
-    with pytest.raises(HeapaConfigError, match=r"heapa\.update: sequence_mean_over must be one of"):
+    with pytest.raises(HeapaConfigError, match=r"heapa\.update\.sequence_mean_over must be one of"):
         _settings(_compose("method=grpo", "platform=cpu", "heapa.update.sequence_mean_over=tokens"))
     assert _settings(_compose("method=grpo", "platform=cpu")).update.sequence_mean_over == "all_rows"
