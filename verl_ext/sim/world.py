@@ -96,8 +96,10 @@ class SyntheticWorld:
         forward pass measures the policy's uncertainty, which collapses as a prompt becomes solved or hopeless)."""
         arr = np.asarray(ids, dtype=np.int64)
         p = np.clip(self.solve_prob(arr), 1e-12, 1 - 1e-12)
-        h = -(p * np.log2(p) + (1 - p) * np.log2(1 - p)) * (1.0 - self.learner.prompt_entropy_decay) ** self.updates
+        h = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
         h = np.maximum(h + self.entropy_noise * self._verify.standard_normal(len(arr)), 0.0)
+        # the policy-wide fall scales every reading alike (noise included): it moves the scale, not the information
+        h = h * (1.0 - self.learner.prompt_entropy_decay) ** self.updates
         return dict(zip(arr.tolist(), h.tolist()))
 
     # ------------------------------------------------------------------ training
