@@ -201,7 +201,8 @@ def install_tracking_hook() -> None:
         if console is not None and (backend is None or "console" in backend):
             try:
                 console.log(data, step)
-            except Exception:  # noqa: BLE001 - a summary line must never stop training: logged with its traceback
+            except (KeyError, TypeError, ValueError, ArithmeticError, OSError):  # a summary line must never stop
+                # training: an odd metric value or a closed stream is logged with its traceback, anything else raises
                 logger.warning("the [verl-heapa] validation line failed at step %s", step, exc_info=True)
 
     finish = cls.finish
@@ -215,7 +216,7 @@ def install_tracking_hook() -> None:
             # exits and prints a ConnectionResetError traceback (wandb says that hook is unreliable in workers).
             try:
                 run_module.teardown(exit_code=exit_code)
-            except Exception:  # noqa: BLE001 - the run is already finished and written: logged, not raised
+            except (OSError, RuntimeError):  # the run is already finished and written: a dead service is logged
                 logger.warning("wandb teardown after the run failed", exc_info=True)
 
     cls._verl_ext_originals = (init, log, finish)  # what uninstall_tracking_hook puts back
