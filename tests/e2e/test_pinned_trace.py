@@ -1,0 +1,231 @@
+"""A short ``heapa_grpo`` run pinned across commits: a refactor that means to change nothing must reproduce it.
+
+The run (3 steps of the tiny CPU task, ``test_determinism``'s deterministic hf rollout, a checkpoint every step)
+is reduced to what is an exact function of the code and the seed: per step the records fed back, their pass
+rates, the children integrated and a chosen set of ``pool/``, ``select/``, ``feedback/``, ``augment/``,
+``lineage/`` and ``rollout/`` scalars (counts, fractions and statistics of pass rates, rounded to 6 digits), plus
+the grad norm (compared to 1e-3 relative: float sums on other cores may differ in the last bits). Timings, queue
+depths of the asynchronous teacher and memory are left out: they follow the machine's load, not the code. The
+reference is ``tests/golden/heapa_grpo_trace.json``; a mismatch names the step, the field and both values.
+
+``test_golden_checkpoint_loads`` loads the pool/sampler/recipe state files that the golden commit's code wrote at
+its last step (``tests/golden/heapa_grpo_ckpt/``, a few KB, no model weights) with today's code, configured by
+the same overrides, and checks that nothing is lost and the next batch is the golden one: old checkpoints must
+keep loading. It needs no Ray (about 20 s) and is not marked e2e, so ``-m "not e2e"`` runs it.
+
+Regenerating: ``VERL_EXT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/e2e/test_pinned_trace.py`` rewrites
+both (``scripts/update_golden.sh`` does it from a clean clone of a given commit). That is legitimate only for an
+intended change of behaviour (selection, feedback, augmentation, rollout sampling, the tiny assets), and the commit
+that carries the new file says which change and why. A refactor never regenerates it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = GOLDEN_DIR / "heapa_grpo_trace.json"
+GOLDEN_CKPT = GOLDEN_DIR / "heapa_grpo_ckpt"
+UPDATE = os.environ.get("VERL_EXT_UPDATE_GOLDEN") == "1"
+STEPS = 3
+DIGITS = 6
+GRAD_NORM_REL = 1e-3
+# exact functions of the run (counts, fractions, pass-rate statistics); no timings, no teacher queue depths
+METRICS = (
+    "feedback/n_records", "feedback/n_rollouts", "feedback/mean_pass_rate", "feedback/frac_all_correct",
+    "feedback/frac_all_wrong", "feedback/evicted_groups_fed_back",
+    "pool/size_scored", "pool/size_cold", "pool/size_archive", "pool/size_live", "pool/size_in_flight",
+    "pool/size_scored_children", "pool/measured", "pool/evicted", "pool/frontier_size", "pool/value_min",
+    "pool/value_max", "pool/center", "pool/frac_near_target",
+    "select/frac_cold", "select/frac_children", "select/frac_boundary", "select/frac_extreme",
+    "select/mean_posterior_rate", "select/n_selected", "select/selections", "select/short_selections",
+    "select/buffered", "select/outstanding",
+    "augment/inserted", "augment/drained", "augment/parents_last_step",
+    "lineage/nodes", "lineage/edges", "lineage/max_depth",
+    "rollout/gen_responses", "rollout/gen_tokens",
+)
+TOLERANT = {"actor/grad_norm": GRAD_NORM_REL}
+
+
+def _round(value):
+    return round(float(value), DIGITS) if isinstance(value, (int, float)) else value
+
+
+def reduce_run(metrics: dict[int, dict], trace: dict[int, dict], ckpt: Path) -> dict:
+    """The pinned facts of a run: per step its trace, its per-record pass rates (the checkpoint's
+    ``heapa_state.json``) and the chosen metrics (a metric the run did not log is recorded as null)."""
+    steps = {}
+    for step in range(1, STEPS + 1):
+        state = json.loads((ckpt / f"global_step_{step}" / "heapa_state.json").read_text())
+        rates = {k: _round(v) for k, v in sorted(state["last_pass_rates"].items(), key=lambda kv: int(kv[0]))}
+        steps[str(step)] = {
+            "trained": trace[step]["trained"], "children": trace[step]["children"], "pass_rates": rates,
+            "metrics": {key: _round(metrics[step].get(key)) for key in (*METRICS, *TOLERANT)},
+        }
+    return {"method": "heapa_grpo", "steps": steps}
+
+
+def diff_runs(golden: dict, got: dict) -> list[str]:
+    """Every difference, as 'step N field: golden X, got Y'."""
+    out = []
+    for step, want in golden["steps"].items():
+        have = got["steps"].get(step)
+        if have is None:
+            out.append(f"step {step}: missing from this run")
+            continue
+        for field in ("trained", "children"):
+            if want[field] != have[field]:
+                out.append(f"step {step} {field}: golden {want[field]}, got {have[field]}")
+        for rid in sorted(set(want["pass_rates"]) | set(have["pass_rates"]), key=int):
+            a, b = want["pass_rates"].get(rid), have["pass_rates"].get(rid)
+            if a != b:
+                out.append(f"step {step} pass_rate[record {rid}]: golden {a}, got {b}")
+        for key in sorted(set(want["metrics"]) | set(have["metrics"])):
+            a, b = want["metrics"].get(key), have["metrics"].get(key)
+            rel = TOLERANT.get(key)
+            same = (a == b) if rel is None or a is None or b is None else math.isclose(a, b, rel_tol=rel)
+            if not same:
+                out.append(f"step {step} {key}: golden {a}, got {b}")
+    return out
+
+
+def _save_golden_checkpoint(folder: Path) -> None:
+    """The last step's pool, sampler and recipe state (not the model): what ``test_golden_checkpoint_loads``
+    reads. The sampler state lives inside verl's ``data.pt``; it is JSON-safe and is stored as JSON here."""
+    import torch
+
+    if GOLDEN_CKPT.exists():
+        shutil.rmtree(GOLDEN_CKPT)
+    GOLDEN_CKPT.mkdir(parents=True)
+    shutil.copy(folder / "pool_state.pkl", GOLDEN_CKPT / "pool_state.pkl")
+    state = json.loads((folder / "heapa_state.json").read_text())
+    state["saved_at"] = 0.0  # a wall-clock stamp: kept out of the committed file
+    (GOLDEN_CKPT / "heapa_state.json").write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+    data = torch.load(folder / "data.pt", weights_only=False)
+    sampler = _find_sampler_state(data)
+    (GOLDEN_CKPT / "sampler_state.json").write_text(json.dumps(sampler, indent=1, sort_keys=True) + "\n")
+
+
+def _find_sampler_state(obj):
+    """``PoolBatchSampler.state_dict()`` somewhere inside the dataloader's state (found by its keys)."""
+    if isinstance(obj, dict):
+        if {"strategy", "buffer", "outstanding", "train_batch_size"} <= set(obj):
+            return obj
+        for value in obj.values():
+            found = _find_sampler_state(value)
+            if found is not None:
+                return found
+    return None
+
+
+def _dump(golden: dict) -> str:
+    """JSON with one line per step field: small, and a regenerated file diffs by step and field."""
+    lines = ['{"method": %s, "steps": {' % json.dumps(golden["method"])]
+    for n, (step, fields) in enumerate(golden["steps"].items()):
+        lines.append(f' "{step}": {{')
+        lines += [f'  "{k}": {json.dumps(v, sort_keys=True)}' + ("," if i < len(fields) - 1 else "")
+                  for i, (k, v) in enumerate(sorted(fields.items()))]
+        lines.append(" }" + ("," if n < len(golden["steps"]) - 1 else ""))
+    return "\n".join(lines + ["}}"]) + "\n"
+
+
+def _run_overrides(e2e_runner, assets: Path, out: Path) -> list[str]:
+    """``test_determinism``'s run: the recipe's small CPU run, deterministic hf sampling, repeated seeds dropped."""
+    return e2e_runner.recipe_overrides(assets, out, "heapa_grpo", steps=STEPS, save_freq=1) + [
+        "+actor_rollout_ref.rollout.engine_kwargs.hf.deterministic=true", "heapa.rows.duplicates=drop"]
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_short_heapa_grpo_run_matches_the_golden_trace(tiny_assets, repo_root, e2e_runner, tmp_path):
+    out = tmp_path / "run"
+    metrics, trace = e2e_runner.run_recipe(repo_root, out, _run_overrides(e2e_runner, tiny_assets, out))
+    assert sorted(trace) == list(range(1, STEPS + 1)), sorted(trace)
+    got = reduce_run(metrics, trace, out / "ckpt")
+    if UPDATE:
+        GOLDEN_DIR.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(_dump(got))
+        _save_golden_checkpoint(out / "ckpt" / f"global_step_{STEPS}")
+        pytest.skip(f"VERL_EXT_UPDATE_GOLDEN=1: wrote {GOLDEN} and {GOLDEN_CKPT}")
+    golden = json.loads(GOLDEN.read_text())
+    differences = diff_runs(golden, got)
+    assert not differences, (f"{len(differences)} difference(s) from {GOLDEN.name} (regenerate only for an intended "
+                             "behaviour change, see this module's docstring):\n" + "\n".join(differences[:40]))
+
+
+def _load_golden_checkpoint(e2e_runner, tiny_assets: Path):
+    """Today's code, configured as the pinned run was (the recipe's Hydra config, the same overrides), loading the
+    golden commit's state files: the trainer's own load path minus the model (``trainer_checkpoints.py``)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf, open_dict
+
+    from recipe.heapa.augmentation import AugmentationStage
+    from recipe.heapa.rollout_cost import RolloutCost
+    from recipe.heapa.settings import parse_settings, strategy_kwargs
+    from verl_ext.adapters.dataset import PoolDataset
+    from verl_ext.adapters.pool_file import FILE_NAME
+    from verl_ext.adapters.sampler import PoolBatchSampler
+    from verl_ext.pool.lineage import LineageRefresher
+    from verl_ext.selection import build_strategy
+
+    config_dir = Path(__file__).resolve().parents[2] / "recipe" / "heapa" / "config"
+    overrides = _run_overrides(e2e_runner, tiny_assets, Path("/nonexistent"))  # nothing is written
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        cfg = compose(config_name="heapa_trainer", overrides=overrides)
+    with open_dict(cfg):
+        cfg.heapa.method = "heapa_grpo"  # `${hydra:...}` resolves only inside a running Hydra app
+    h = parse_settings(OmegaConf.to_container(cfg.heapa, resolve=True))
+    data = cfg.data
+    dataset = PoolDataset.from_config(data.train_files, None, pool_config=h.pool, row_format=h.rows, seed=h.seed,
+                                      max_samples=data.train_max_samples, data_config=data)
+    strategy = build_strategy(h.selection_name, **strategy_kwargs(h.selection_name, h.selection_kwargs, h.seed))
+    sampler = PoolBatchSampler(dataset, strategy, data.train_batch_size, data.train_batch_size)
+    state = json.loads((GOLDEN_CKPT / "heapa_state.json").read_text())
+    with open(GOLDEN_CKPT / "pool_state.pkl", "rb") as f:
+        records = len(pickle.load(f)["pool"]["records"])  # noqa: S301 - our own committed file
+    dataset.checkpoint_dir = str(GOLDEN_CKPT)
+    dataset.load_state_dict({"schema_version": 2, "pool_file": {"file": FILE_NAME, "path": "", "records": records}})
+    dataset.checkpoint_dir = None
+    sampler.load_state_dict(json.loads((GOLDEN_CKPT / "sampler_state.json").read_text()))
+    lineage = LineageRefresher(dataset.pool, h.lineage)
+    lineage.load_state_dict(state["lineage"])
+    augment = AugmentationStage(h.augmentation, h.teacher, None, dataset.pool, lineage, seed=h.seed)
+    try:
+        augment.load_state_dict(state["augment"])
+        augment_counters = dict(augment.counters)
+    finally:
+        augment.close()
+    cost = RolloutCost()
+    cost.load_state_dict(state["rollout_cost"])
+    return dataset, sampler, lineage, augment_counters, cost, state
+
+
+def test_golden_checkpoint_loads(tiny_assets, e2e_runner):
+    """The pool/sampler/lineage/augmentation state the golden commit saved loads, round-trips unchanged, and the
+    restored pool and strategy hand out the same next batch as the golden commit's code did."""
+    dataset, sampler, lineage, augment_counters, cost, state = _load_golden_checkpoint(e2e_runner, tiny_assets)
+    with open(GOLDEN_CKPT / "pool_state.pkl", "rb") as f:
+        saved_pool = pickle.load(f)["pool"]  # noqa: S301 - our own committed file
+    now = dataset.pool.state_dict()
+    assert now["config"] == saved_pool["config"], "the pool config the same run builds today differs from the golden"
+    assert now == saved_pool
+    assert sampler.state_dict() == json.loads((GOLDEN_CKPT / "sampler_state.json").read_text())
+    assert lineage.state_dict() == state["lineage"]
+    assert augment_counters == state["augment"]["counters"]
+    assert cost.state_dict() == state["rollout_cost"]
+    sampler.set_step(STEPS + 1)
+    got = {"next_batch": sampler.next_batch(), "pool_metrics": {k: _round(v) for k, v in dataset.pool.metrics().items()
+                                                                 if k in METRICS}}
+    expected_path = GOLDEN_CKPT / "next_batch.json"
+    if UPDATE:
+        expected_path.write_text(json.dumps(got, sort_keys=True) + "\n")
+        pytest.skip(f"VERL_EXT_UPDATE_GOLDEN=1: wrote {expected_path}")
+    expected = json.loads(expected_path.read_text())
+    assert got == expected
