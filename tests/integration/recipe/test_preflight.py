@@ -107,7 +107,7 @@ def test_duplicates_refused_on_request(tmp_path):
 
 
 def test_teacher_setting_of_the_wrong_type_names_the_field(tmp_path):
-    with pytest.raises(HeapaConfigError, match=r"heapa\.teacher: TeacherConfig\.timeout_s='abc': must be a number"):
+    with pytest.raises(HeapaConfigError, match=r"heapa\.teacher\.timeout_s must be a number > 0, got 'abc'"):
         read_settings(_config(tmp_path, "method=heapa_grpo", "heapa.teacher.timeout_s=abc"))
     # A run without augmentation never calls the teacher, so its block is not read (GRPO needs no TEACHER_MODEL).
     assert read_settings(_config(tmp_path, "heapa.teacher.timeout_s=abc")).teacher.timeout_s != "abc"
