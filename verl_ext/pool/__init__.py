@@ -25,14 +25,14 @@ from verl_ext.pool.estimators import (
 )
 from verl_ext.pool.feedback import FeedbackSummary
 from verl_ext.pool.buckets import ValueBuckets
-from verl_ext.pool.heap import IndexedHeap
+from verl_ext.pool.cold_queue import ColdQueue
 from verl_ext.pool.pool import QueryPool
 from verl_ext.pool.record import ARCHIVED, AUGMENTED, COLD, IN_FLIGHT, POOLED, SEED, PromptRecord
 
 __all__ = [
     "ARCHIVED", "AUGMENTED", "COLD", "ESTIMATORS", "IN_FLIGHT", "POOLED", "SEED",
     "BetaEstimator", "ConfigError", "DuplicateRecordError", "EmaEstimator", "Estimator",
-    "FeedbackSummary", "IndexedHeap", "LastEstimator", "PoolConfig", "PoolFullError", "PromptRecord",
+    "ColdQueue", "FeedbackSummary", "LastEstimator", "PoolConfig", "PoolFullError", "PromptRecord",
     "QueryPool", "RecordStateError", "ReinsertionConfig", "UnknownRecordError", "ValueBuckets", "build_estimator",
     "child_initial_estimate", "scale_by_difficulty", "to_pass", "to_reward",
 ]

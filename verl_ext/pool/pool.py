@@ -2,7 +2,7 @@
 
 Where a record lives, by status:
 
-- ``cold``: FIFO queue of unscored records (an ``IndexedHeap`` on arrival number, so it is indexable and
+- ``cold``: FIFO queue of unscored records (a ``ColdQueue``: a heap on arrival number, so it is indexable and
   removable by id); served before anything else.
 - ``pooled``: scored records in ``ValueBuckets`` (bucketed by ranking value, seeds and augmented children apart);
   boundary sampling draws from the frontier (``frontier.py``: nearest ``target_pass_rate`` by default, or the
@@ -39,7 +39,7 @@ from verl_ext.pool.capacity import PoolCapacityMixin
 from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
 from verl_ext.pool.exploration import ColdYield, PoolExplorationMixin, SelectionWindow
 from verl_ext.pool.feedback import FeedbackSummary
-from verl_ext.pool.heap import IndexedHeap
+from verl_ext.pool.cold_queue import ColdQueue
 from verl_ext.pool.ingest import PoolIngestMixin
 from verl_ext.pool.record import ARCHIVED, AUGMENTED, COLD, IN_FLIGHT, POOLED, PromptRecord
 from verl_ext.pool.state import PoolStateMixin
@@ -68,7 +68,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
         self.seed = seed
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self._records: dict[int, PromptRecord] = {}
-        self._cold = IndexedHeap()
+        self._cold = ColdQueue()
         self._cold_front = 0  # arrival numbers: released records go in front (-1, -2, ...), new ones behind
         self._cold_back = 0
         self._scored = ValueBuckets(self.config.resolution, groups=2)

@@ -86,7 +86,7 @@ class PoolStateMixin:
         self._rng = rng
         self.seed = state["seed"]
         self._next_id, self._cold_front, self._cold_back = state["next_id"], state["cold_front"], state["cold_back"]
-        self._cold.load_sorted([rid for rid, _ in state["cold"]], [seq for _, seq in state["cold"]])
+        self._cold.load([rid for rid, _ in state["cold"]], [seq for _, seq in state["cold"]])
         if version == SCHEMA_VERSION and state["resolution"] == self._scored.resolution:
             self._scored.load(state["buckets"])
         else:  # an older layout (heaps) or another resolution: place every pooled record by its value again

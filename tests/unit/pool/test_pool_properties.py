@@ -147,7 +147,8 @@ class PoolMachine(RuleBasedStateMachine):
         assert len(groups["cold"]) + len(groups["pooled"]) + len(groups["in_flight"]) <= self.cfg.max_pool_size
         assert len(groups["archived"]) <= self.cfg.archive_limit
         pool._scored.check()
-        pool._cold.check()
+        arrivals = [a for _, a in pool._cold.items()]  # the cold queue is a heap on arrival number
+        assert all(arrivals[(i - 1) >> 1] < arrivals[i] for i in range(1, len(arrivals)))
         for rid in pool._scored:  # each pooled record sits in its origin's group, in the bucket of its value
             group = 1 if pool.get(rid).origin == "augmented" else 0
             assert pool._scored.locate(rid) == (group, pool._scored.bucket_of_value(pool.ranking_value(rid)))
