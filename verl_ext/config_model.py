@@ -73,12 +73,14 @@ class Invalid(ValueError):
 T = TypeVar("T")
 
 
-def config_dataclass(*, name: str, error: type[Exception] = ValueError) -> Callable[[type[T]], type[T]]:
+def config_dataclass(*, name: str, error: type[Exception] = ValueError,
+                     frozen: bool = False) -> Callable[[type[T]], type[T]]:
     """Class decorator: a pydantic dataclass under ``CONFIG`` whose constructor raises ``error`` with a message
-    from ``explain`` (keys start with ``name``, e.g. ``pool``), instead of pydantic's own text."""
+    from ``explain`` (keys start with ``name``, e.g. ``pool``), instead of pydantic's own text. ``frozen``: immutable
+    and hashable (a value object, e.g. the row format)."""
 
     def wrap(cls: type[T]) -> type[T]:
-        model = _pydantic_dataclass(cls, config=CONFIG)
+        model = _pydantic_dataclass(cls, config=CONFIG, frozen=frozen)
         init = model.__init__
 
         @functools.wraps(init)

@@ -89,10 +89,6 @@ class SelectionSettings:
         return name
 
 
-def _rows(value: Any) -> RowFormat:
-    return value if isinstance(value, RowFormat) else RowFormat.from_dict(dict(value or {}))
-
-
 @config_dataclass(name="heapa", error=HeapaConfigError)
 class HeapaSettings:
     """Everything the recipe reads from ``heapa:``: the YAML block, validated, as the components' config objects.
@@ -104,7 +100,7 @@ class HeapaSettings:
     method: Str = "custom"
     platform: Literal[PLATFORMS] = "gpu"
     seed: Int = 0
-    rows: Any = field(default_factory=RowFormat)
+    rows: RowFormat = field(default_factory=RowFormat)
     pool: PoolConfig = field(default_factory=PoolConfig)
     selection: SelectionSettings = field(default_factory=SelectionSettings)
     lineage: LineageConfig = field(default_factory=LineageConfig)
@@ -117,11 +113,6 @@ class HeapaSettings:
     hive: HiveSettings = field(default_factory=HiveSettings)
     run: RunSettings = field(default_factory=RunSettings)
     update: UpdateSettings = field(default_factory=UpdateSettings)
-
-    @field_validator("rows", mode="before")
-    @classmethod
-    def _row_format(cls, value: Any) -> RowFormat:
-        return _rows(value)
 
     @field_validator("augmentation", mode="before")
     @classmethod

@@ -25,11 +25,13 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from verl_ext.adapters.row_files import BadLine, RowError, iter_file
+from verl_ext.config_model import Str, config_dataclass, parse
 
 logger = logging.getLogger(__name__)
 MISSING = object()
@@ -40,7 +42,7 @@ _CORE_KEYS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 DEFAULT_REWARD_MODEL = {"style": "rule"}
 
 
-@dataclass(frozen=True)
+@config_dataclass(name="heapa.rows", frozen=True)
 class RowFormat:
     """How to read a row.
 
@@ -54,38 +56,19 @@ class RowFormat:
     the count and the first rows; each copy stays its own record), ``error``, ``drop`` (keep the first) or ``allow``.
     """
 
-    prompt_key: str = "prompt"
-    answer_key: str | None = None
-    data_source: str | None = None
-    instruction_suffix: str = ""
-    suffix_separator: str = " "
-    ability: str = "math"
-    extra_keys: tuple[str, ...] = ()
-    duplicates: str = "warn"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.prompt_key, str) or not self.prompt_key:
-            raise ValueError(f"RowFormat.prompt_key must be a non-empty string, got {self.prompt_key!r}")
-        if self.answer_key is not None and (not isinstance(self.answer_key, str) or not self.answer_key):
-            raise ValueError(f"RowFormat.answer_key must be None or a non-empty string, got {self.answer_key!r}")
-        for name in ("instruction_suffix", "suffix_separator", "ability"):
-            if not isinstance(getattr(self, name), str):
-                raise ValueError(f"RowFormat.{name} must be a string, got {getattr(self, name)!r}")
-        if self.data_source is not None and not isinstance(self.data_source, str):
-            raise ValueError(f"RowFormat.data_source must be None or a string, got {self.data_source!r}")
-        object.__setattr__(self, "extra_keys", tuple(self.extra_keys))
-        if self.duplicates not in DUPLICATE_POLICIES:
-            raise ValueError(f"RowFormat.duplicates must be one of {DUPLICATE_POLICIES}, got {self.duplicates!r}")
+    prompt_key: Annotated[Str, Field(min_length=1)] = "prompt"
+    answer_key: Annotated[Str, Field(min_length=1)] | None = None
+    data_source: Str | None = None
+    instruction_suffix: Str = ""
+    suffix_separator: Str = " "
+    ability: Str = "math"
+    extra_keys: tuple[Str, ...] = ()
+    duplicates: Literal[DUPLICATE_POLICIES] = "warn"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "RowFormat":
-        """Build from a plain mapping (Hydra/OmegaConf); unknown keys are errors."""
-        data = dict(data or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown row format keys {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**data)
+        """Build from a plain mapping (Hydra/OmegaConf); unknown keys are errors naming ``heapa.rows``."""
+        return parse(cls, dict(data or {}))
 
     @property
     def is_benchmark(self) -> bool:
