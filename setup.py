@@ -27,6 +27,9 @@ INSTALL_REQUIRES = [
     "datasets",
     "tokenizers",
     "matplotlib",  # the comparison and simulator CLIs draw their curves by default
+    "tabulate>=0.9",  # the Markdown tables of the comparison, evaluation, simulator and benchmark CLIs
+    "tqdm>=4.60",  # the simulator benchmark's progress bar (stderr)
+    "pydantic>=2.5,<3",  # typed, validated component configs (DESIGN.md "Config = typed models")
     # transformers and tensordict: verl 0.9.1 pins their ranges itself
 ]
 

@@ -18,6 +18,7 @@ import sys
 import time
 
 import numpy as np
+from tabulate import tabulate
 
 from verl_ext.pool.lineage import SCHEMA_VERSION, LineageConfig, LineageForest
 
@@ -84,10 +85,8 @@ def format_table(rows: list[dict]) -> str:
             "written_per_step", "max_abs_diff")
     fmt = {"build_s": "{:.2f}", "full_s": "{:.3f}", "inc_ms_median": "{:.2f}", "inc_ms_max": "{:.2f}",
            "written_per_step": "{:.0f}", "max_abs_diff": "{:.1e}"}
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        lines.append("| " + " | ".join(fmt.get(k, "{}").format(r[k]) for k in head) + " |")
-    return "\n".join(lines)
+    cells = [[fmt.get(k, "{}").format(r[k]) for k in head] for r in rows]
+    return tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True, colalign=("right",) * len(head))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 import numpy as np
+from tabulate import tabulate
 
 from verl_ext.pool import PoolConfig, QueryPool
 
@@ -107,17 +108,13 @@ def _run_isolated(n: int, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = ("| pool size | load (s) | step median (ms) | p95 (ms) | max (ms) | CPU median (ms) | select | feedback "
-            "| children+evict | reinsert | bytes/record | RSS (MB) |")
-    lines = [head, "|" + "|".join(["---"] * 12) + "|"]
-    for r in rows:
-        lines.append(
-            f"| {r['n']:,} | {r['load_s']:.1f} | {r['median_ms']:.1f} | {r['p95_ms']:.1f} | {r['max_ms']:.1f} "
-            f"| {r['cpu_median_ms']:.1f} | {r['select_ms']:.1f} | {r['feedback_ms']:.1f} | {r['children_ms']:.1f} "
-            f"| {r['reinsert_ms']:.2f} "
-            f"| {r['bytes_per_record']:,.0f} | {r['rss_mb']:,.0f} |"
-        )
-    return "\n".join(lines)
+    head = ["pool size", "load (s)", "step median (ms)", "p95 (ms)", "max (ms)", "CPU median (ms)", "select",
+            "feedback", "children+evict", "reinsert", "bytes/record", "RSS (MB)"]
+    cells = [[f"{r['n']:,}", f"{r['load_s']:.1f}", f"{r['median_ms']:.1f}", f"{r['p95_ms']:.1f}", f"{r['max_ms']:.1f}",
+              f"{r['cpu_median_ms']:.1f}", f"{r['select_ms']:.1f}", f"{r['feedback_ms']:.1f}",
+              f"{r['children_ms']:.1f}", f"{r['reinsert_ms']:.2f}", f"{r['bytes_per_record']:,.0f}",
+              f"{r['rss_mb']:,.0f}"] for r in rows]
+    return tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True, colalign=("right",) * len(head))
 
 
 def main(argv: list[str] | None = None) -> int:

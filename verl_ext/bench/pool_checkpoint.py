@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 import numpy as np
+from tabulate import tabulate
 
 from verl_ext.adapters.pool_file import read_pool_file, write_pool_file
 from verl_ext.bench.pool import _prompt, rss_bytes
@@ -83,14 +84,14 @@ def run_size(n: int, with_torch: bool) -> dict[str, Any]:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = ("| pool size | save (s) | save CPU (s) | RSS growth while saving (MB) | load (s) | load CPU (s) | file (MB) "
-            "| torch.save inline (s) | torch.load (s) |")
-    lines = [head, "|" + "---|" * 9]
+    head = ["pool size", "save (s)", "save CPU (s)", "RSS growth while saving (MB)", "load (s)", "load CPU (s)",
+            "file (MB)", "torch.save inline (s)", "torch.load (s)"]
+    cells = []
     for r in rows:
-        old = (f"{r['torch_save_s']:.1f} | {r['torch_load_s']:.1f}" if "torch_save_s" in r else "- | -")
-        lines.append(f"| {r['n']:,} | {r['save_s']:.1f} | {r['save_cpu_s']:.1f} | {r['save_peak_mb']:,.0f} "
-                     f"| {r['load_s']:.1f} | {r['load_cpu_s']:.1f} | {r['file_mb']:,.0f} | {old} |")
-    return "\n".join(lines)
+        old = [f"{r['torch_save_s']:.1f}", f"{r['torch_load_s']:.1f}"] if "torch_save_s" in r else ["-", "-"]
+        cells.append([f"{r['n']:,}", f"{r['save_s']:.1f}", f"{r['save_cpu_s']:.1f}", f"{r['save_peak_mb']:,.0f}",
+                      f"{r['load_s']:.1f}", f"{r['load_cpu_s']:.1f}", f"{r['file_mb']:,.0f}", *old])
+    return tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True, colalign=("right",) * len(head))
 
 
 def main(argv: list[str] | None = None) -> int:

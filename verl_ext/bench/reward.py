@@ -26,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tabulate import tabulate
+
 from verl_ext.reward import Scorer, ScorerConfig
 from verl_ext.reward.choice import gold_letter
 from verl_ext.reward.compare import fast_equal
@@ -189,13 +191,14 @@ def _throughput_row(scorer: Scorer, golds: list[tuple[str, str]], args: argparse
 def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     head = (f"reward scorer benchmark: timeout_s={args.timeout_s:g}, workers={args.workers}, "
             f"threads={args.threads}, cpus={os.cpu_count()}")
-    lines = [head, "", "| measure | value | target | met | n | wall s | CPU s (main + workers) |",
-             "|---|---|---|---|---|---|---|"]
     totals = [r for r in rows if r["measure"] == "totals"]
     rows = [r for r in rows if r["measure"] != "totals"]
-    for r in rows:
-        lines.append(f"| {r['measure']} | {r['value']} | {r['target']} | {'yes' if r['met'] else 'NO'} | {r['n']} "
-                     f"| {r['wall_s']:.2f} | {r['cpu_s']:.2f} + {r['worker_cpu_s']:.2f} |")
+    cells = [[r["measure"], str(r["value"]), str(r["target"]), "yes" if r["met"] else "NO", str(r["n"]),
+              f"{r['wall_s']:.2f}", f"{r['cpu_s']:.2f} + {r['worker_cpu_s']:.2f}"] for r in rows]
+    table = tabulate(cells, headers=["measure", "value", "target", "met", "n", "wall s", "CPU s (main + workers)"],
+                     tablefmt="pipe", disable_numparse=True,
+                     colalign=("left", "right", "left", "left", "right", "right", "right"))
+    lines = [head, "", table]
     notes = [f"- {r['measure']}: {r['note']}" for r in rows if r["note"]]
     notes += [f"- decided by (all rows but throughput): {t['scorer_paths']}; worker pool: {t['pool']}" for t in totals]
     return "\n".join(lines + ([""] + notes if notes else []))

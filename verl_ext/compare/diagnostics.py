@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tabulate import tabulate
+
 from verl_ext.compare.runs import Run
 from verl_ext.compare.summary import mean_sd
 
@@ -49,11 +51,13 @@ def table(runs: Sequence[Run]) -> str:
     used = [c for c in COLUMNS if any(c[0] in m for ms in per_method.values() for m in ms)]
     if not used:
         return ""
-    lines = ["| method | " + " | ".join(h for _, h, _ in used) + " |", "|---|" + "---:|" * len(used)]
+    rows = []
     for method, means in per_method.items():
-        cells = []
+        cells = [method]
         for metric, _, fmt in used:
             mean, sd, n = mean_sd([m.get(metric) for m in means])
             cells.append("–" if mean is None else (fmt.format(mean) + (f" ± {fmt.format(sd)}" if n > 1 else "")))
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(["", "Diagnostics (mean over training steps, then mean ± sd over seeds):", ""] + lines) + "\n"
+        rows.append(cells)
+    text = tabulate(rows, headers=["method", *(h for _, h, _ in used)], tablefmt="pipe", disable_numparse=True,
+                    colalign=("left",) + ("right",) * len(used))
+    return "\n".join(["", "Diagnostics (mean over training steps, then mean ± sd over seeds):", "", text]) + "\n"

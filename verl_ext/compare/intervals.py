@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from tabulate import tabulate
 
 DEFAULT_RESAMPLES = 10_000
 
@@ -128,12 +129,13 @@ def markdown_against_baseline(rows: Sequence[dict], budgets: Sequence[float]) ->
         return ""
     head = (["method", "vs", "seeds"] + [f"Δ acc @ {b:,.0f}" for b in budgets]
             + ["Δ final acc", "rollouts to target (ratio)", "reading"])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    cells = []
     for row in rows:
         n = max([row["final"].n] + [iv.n for iv in row["at_budget"].values()])
-        cells = [row["method"], row["baseline"], str(n)]
-        cells += [fmt_points(row["at_budget"][float(b)]) for b in budgets]
-        cells += [fmt_points(row["final"]), fmt_ratio(row["rollouts_to_target"]), reading(row)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\nDifferences in accuracy points, method minus baseline, paired by seed; [95 % " \
-                               "percentile bootstrap interval over seeds]. A ratio below 1 means fewer rollouts.\n"
+        line = [row["method"], row["baseline"], str(n)]
+        line += [fmt_points(row["at_budget"][float(b)]) for b in budgets]
+        cells.append(line + [fmt_points(row["final"]), fmt_ratio(row["rollouts_to_target"]), reading(row)])
+    align = ("left", "left") + ("right",) * (len(head) - 3) + ("left",)
+    table = tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True, colalign=align)
+    return table + ("\n\nDifferences in accuracy points, method minus baseline, paired by seed; [95 % percentile "
+                    "bootstrap interval over seeds]. A ratio below 1 means fewer rollouts.\n")

@@ -14,6 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tabulate import tabulate
+
 from verl_ext.compare.align import (AlignError, first_reaching, interpolate, rollout_axis, val_series,
                                     zero_signal_series)
 from verl_ext.compare.runs import Run
@@ -123,7 +125,7 @@ def markdown(stats: dict[str, dict], budgets: Sequence[float], target: float | N
     header = ["method", "seeds"] + [f"val acc @ {int(b):,} rollouts" for b in budgets] + [
         "final val acc", "gain", f"rollouts to {100 * target:.1f}%" if target is not None else "rollouts to target",
         "zero-signal share", "rollouts (total)"]
-    lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
+    rows = []
     for method, s in stats.items():
         n = len(s["runs"])
         cells = [method + (" *" if s["rollouts_estimated"] else ""), str(n)]
@@ -131,9 +133,11 @@ def markdown(stats: dict[str, dict], budgets: Sequence[float], target: float | N
         cells += [_pct(s["val_final"]), _pct(s["val_gain"]),
                   _count(s["rollouts_to_target"], n) if target is not None else "–",
                   _pct(s["zero_signal_mean"]), _count(s["total_rollouts"], n)]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    text = tabulate(rows, headers=header, tablefmt="pipe", disable_numparse=True,
+                    colalign=("left",) + ("right",) * (len(header) - 1))
     notes = ["", "Accuracy in % (mean ± sd over seeds); validation accuracy is interpolated between validations "
              "at the same rollout count; '(k/n)' = only k of n seeds reached it."]
     if any(s["rollouts_estimated"] for s in stats.values()):
         notes.append("* some steps were missing from the log; their rollouts were estimated at the run's mean rate.")
-    return "\n".join(lines + notes) + "\n"
+    return "\n".join([text] + notes) + "\n"

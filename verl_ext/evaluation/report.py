@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tabulate import tabulate
+
 SCHEMA_VERSION = 1
 # Column order and headers of the paper's tables; other data sources follow alphabetically under their own name.
 BENCHMARK_ORDER = ("aime24", "aime25", "amc23", "math500", "minerva_math", "olympiadbench", "gpqa_diamond")
@@ -77,7 +79,7 @@ def markdown_table(results: Sequence[Mapping[str, Any]], metric: str = "avg") ->
     columns, rows = table_rows(results, metric)
     header = ["run", *[DISPLAY.get(c, c) for c in columns], "Avg"]
     best = [max((row[j] for row in rows if row[j] is not None), default=None) for j in range(1, len(header))]
-    lines = [f"| {' | '.join(header)} |", "|" + "---|" + "---:|" * (len(header) - 1)]
+    lines = []
     for row in rows:
         cells = [str(row[0])]
         for j, v in enumerate(row[1:]):
@@ -86,8 +88,10 @@ def markdown_table(results: Sequence[Mapping[str, Any]], metric: str = "avg") ->
                 continue
             text = f"{100 * v:.1f}"
             cells.append(f"**{text}**" if len(rows) > 1 and best[j] is not None and math.isclose(v, best[j]) else text)
-        lines.append(f"| {' | '.join(cells)} |")
-    return _title(results, metric) + "\n\n" + "\n".join(lines) + "\n"
+        lines.append(cells)
+    text = tabulate(lines, headers=header, tablefmt="pipe", disable_numparse=True,
+                    colalign=("left",) + ("right",) * (len(header) - 1))
+    return _title(results, metric) + "\n\n" + text + "\n"
 
 
 def _title(results: Sequence[Mapping[str, Any]], metric: str) -> str:

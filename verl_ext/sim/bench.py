@@ -21,6 +21,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from tqdm import tqdm
+
 from verl_ext.sim.config import ScenarioConfig, available_scenarios, load_scenario, with_overrides
 from verl_ext.sim.report import format_matrix, format_table, plot, summarise
 from verl_ext.sim.runner import SIM_STRATEGIES, RunResult, run_simulation
@@ -38,25 +40,20 @@ def run_grid(config: ScenarioConfig, strategies: list[str], seeds: list[int], jo
     """All (strategy, seed) runs, in strategy-major order whatever ``jobs`` is."""
     tasks = [(config, s, seed) for s in strategies for seed in seeds]
     results: list[RunResult] = []
-    started = time.perf_counter()
+    # tqdm draws the bar on stderr, so stdout keeps only the tables (pipe them to a file as they are)
+    with tqdm(total=len(tasks), desc=config.name, unit="run", file=sys.stderr, disable=not progress) as bar:
+        def done(res: RunResult) -> None:
+            results.append(res)
+            bar.set_postfix_str(f"{res.strategy} seed {res.seed}", refresh=False)
+            bar.update()
 
-    def report(done: int, last: RunResult) -> None:
-        if progress:
-            elapsed = time.perf_counter() - started
-            sys.stderr.write(f"\r[{done}/{len(tasks)}] {last.strategy} seed {last.seed}  {elapsed:5.1f}s   ")
-            sys.stderr.flush()
-
-    if jobs <= 1:
-        for task in tasks:
-            results.append(_run(task))
-            report(len(results), results[-1])
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as ex:
-            for res in ex.map(_run, tasks):
-                results.append(res)
-                report(len(results), res)
-    if progress:
-        sys.stderr.write("\n")
+        if jobs <= 1:
+            for task in tasks:
+                done(_run(task))
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as ex:
+                for res in ex.map(_run, tasks):
+                    done(res)
     return results
 
 

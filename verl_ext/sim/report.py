@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tabulate import tabulate
 
 from verl_ext.sim.runner import RunResult
 
@@ -76,16 +77,16 @@ def _fmt_ci(ci: tuple[float, float, float], spec: str) -> str:
 
 def format_table(rows: Sequence[StrategySummary], target: float, budget: int) -> str:
     """The benchmark table as Markdown (mean [95% interval] over seeds)."""
-    head = (f"| strategy | rollouts to acc {target:g} | reached | acc @ {budget:,} rollouts | zero-variance groups "
-            "| aug generations | teacher calls | verify forwards |")
-    lines = [head, "|" + "---|" * 8]
+    head = ["strategy", f"rollouts to acc {target:g}", "reached", f"acc @ {budget:,} rollouts", "zero-variance groups",
+            "aug generations", "teacher calls", "verify forwards"]
+    cells = []
     for s in rows:
         censored = ">" if s.reached < s.seeds else ""
-        lines.append(
-            f"| {s.strategy} | {censored}{_fmt_ci(s.to_target, ',.0f')} | {s.reached}/{s.seeds} "
-            f"| {_fmt_ci(s.accuracy, '.3f')} | {_fmt_ci(s.zero_variance, '.3f')} | {s.generations:,.0f} "
-            f"| {s.teacher_calls:,.0f} | {s.verify_forwards:,.0f} |")
-    return "\n".join(lines)
+        cells.append([s.strategy, f"{censored}{_fmt_ci(s.to_target, ',.0f')}", f"{s.reached}/{s.seeds}",
+                      _fmt_ci(s.accuracy, ".3f"), _fmt_ci(s.zero_variance, ".3f"), f"{s.generations:,.0f}",
+                      f"{s.teacher_calls:,.0f}", f"{s.verify_forwards:,.0f}"])
+    return tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True,
+                    colalign=("left",) + ("right",) * (len(head) - 1))
 
 
 def format_matrix(by_scenario: dict[str, list[StrategySummary]], baseline: str = "uniform") -> str:
@@ -94,10 +95,9 @@ def format_matrix(by_scenario: dict[str, list[StrategySummary]], baseline: str =
     names: list[str] = []
     for rows in by_scenario.values():
         names += [r.strategy for r in rows if r.strategy not in names]
-    head = "| strategy | " + " | ".join(by_scenario) + " |"
-    lines = [head, "|" + "---|" * (len(by_scenario) + 1)]
+    lines = []
     for name in names:
-        cells = []
+        cells = [name]
         for rows in by_scenario.values():
             mine = {r.strategy: r for r in rows}
             row, base = mine.get(name), mine.get(baseline)
@@ -107,8 +107,9 @@ def format_matrix(by_scenario: dict[str, list[StrategySummary]], baseline: str =
             ratio = f"{row.to_target[0] / base.to_target[0]:.2f}x" if base else f"{row.to_target[0]:,.0f}"
             mark = ">" if row.reached < row.seeds else ""
             cells.append(f"{mark}{ratio} ({row.reached}/{row.seeds}), {row.accuracy[0]:.3f}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append(cells)
+    return tabulate(lines, headers=["strategy", *by_scenario], tablefmt="pipe", disable_numparse=True,
+                    colalign=("left",) + ("right",) * len(by_scenario))
 
 
 def mean_curve(runs: Sequence[RunResult], grid: np.ndarray) -> np.ndarray:
