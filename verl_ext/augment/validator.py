@@ -17,6 +17,8 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from verl_ext.augment.config import TeacherConfig
 from verl_ext.augment.parser import Candidate
 from verl_ext.augment.teacher.base import Teacher, TeacherError, Verdict
@@ -26,15 +28,6 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 OUTCOME_ERROR = "error"
 _CLOSED = "closed"
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    pos = q * (len(sorted_values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 class AsyncValidator:
@@ -178,8 +171,8 @@ class AsyncValidator:
             out.update({f"teacher/outcome/{k}": float(v) for k, v in self._outcomes.items()})
         out["teacher/finished"] = float(finished)
         out["teacher/accept_rate"] = out.get("teacher/outcome/accepted", 0.0) / finished if finished else 0.0
-        out["teacher/latency_p50_s"] = _percentile(lat, 0.50)
-        out["teacher/latency_p95_s"] = _percentile(lat, 0.95)
+        p50, p95 = np.percentile(lat, [50, 95]) if lat else (0.0, 0.0)
+        out["teacher/latency_p50_s"], out["teacher/latency_p95_s"] = float(p50), float(p95)
         teacher_metrics = getattr(self.teacher, "metrics", None)
         if callable(teacher_metrics):
             out.update(teacher_metrics())
