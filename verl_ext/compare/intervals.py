@@ -3,7 +3,8 @@
 Runs of two methods that share a seed share their data order and initial policy, so the comparison is made per
 seed (method minus baseline) and the seeds are resampled with replacement: a percentile interval of the mean
 paired difference. Three seeds give a coarse interval; the words say "no difference shown" whenever it contains
-zero, and nothing stronger is ever written. Pure Python + numpy; seeded, so a table regenerates identically.
+zero, and nothing stronger is ever written. Below ``MIN_SEEDS`` no words are given at all: the bootstrap of two
+seeds is just their range (two seeds that happen to agree give a zero-width "interval"). Pure Python + numpy; seeded, so a table regenerates identically.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from tabulate import tabulate
 
 DEFAULT_RESAMPLES = 10_000
+MIN_SEEDS = 3  # fewer seeds get no verdict, only their numbers
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Interval:
         """``better`` when the whole interval lies above zero, ``worse`` below, else 'no difference shown'."""
         if self.n < 2:
             return "one seed: no interval"
+        if self.n < MIN_SEEDS:
+            return f"{self.n} seeds: too few for a verdict"
         if self.contains_zero():
             return "no difference shown (interval contains 0)"
         return better if self.low > 0 else worse
