@@ -28,6 +28,8 @@ import numpy as np
 
 from verl_ext.pool.errors import DuplicateRecordError, UnknownRecordError
 
+SEED_GROUP, CHILD_GROUP = 0, 1  # the pool's two groups: seeds and augmented children
+
 
 class ValueBuckets:
     """Ids with values in [0, 1], bucketed by value, in ``groups`` separate sets. See the module docstring."""
@@ -203,3 +205,13 @@ class ValueBuckets:
             base = g * self.resolution
             assert all(not self._members[base + b] for b in range(0, min(lo, self.resolution)))
             assert all(not self._members[base + b] for b in range(max(hi + 1, 0), self.resolution))
+
+
+def median_bucket(buckets: ValueBuckets, low_fraction: float) -> tuple[int, int]:
+    """``(split rank, bucket holding that rank)`` of the scored records (all groups merged)."""
+    n = len(buckets)
+    split = int(low_fraction * n)
+    if n == 0:
+        return 0, buckets.bucket_of_value(0.5)
+    ends = np.cumsum(buckets.counts().sum(axis=0))
+    return split, int(np.searchsorted(ends, min(split, n - 1), side="right"))

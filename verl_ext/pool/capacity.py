@@ -1,10 +1,11 @@
 """Capacity of the pool: controlled reinsertion from the archive, scored inserts, and eviction (spec sections 1, 4).
 
-``QueryPool`` inherits these methods; kept apart so pool.py reads as the sampling/feedback flow. Eviction rules
+``QueryPool`` inherits these methods; kept apart so pool.py reads as the storage/feedback flow. Eviction rules
 (``PoolConfig.eviction``): ``farthest`` removes the pooled child farthest from the frontier, a seed only when no
 child is pooled, so augmentation can never push the seed set out; ``paper`` removes the hardest record after a
-scored insert and the easiest to make room for a cold one. The evicted-id feed (``drain_evicted``) is bounded:
-if nothing drains it, the oldest half is dropped, counted and warned about once.
+scored insert and the easiest to make room for a cold one (the module functions at the end pick the victim).
+The evicted-id feed (``drain_evicted``) is bounded: if nothing drains it, the oldest half is dropped, counted
+and warned about once.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import logging
 import math
 
-import verl_ext.pool.frontier as frontier
+import numpy as np
+
+from verl_ext.pool.buckets import CHILD_GROUP, SEED_GROUP, ValueBuckets
 from verl_ext.pool.checks import check_count
 from verl_ext.pool.record import AUGMENTED, POOLED, PromptRecord
 
@@ -62,10 +65,10 @@ class PoolCapacityMixin:
         eviction only); True if room was made."""
         if self.config.eviction != "farthest" or rec.origin == AUGMENTED:
             return False
-        b = frontier.farthest(self._scored, self._target_bucket, frontier.CHILD_GROUP)
+        b = farthest(self._scored, self._target_bucket, CHILD_GROUP)
         if b is None:
             return False
-        victim = frontier.pick_in_bucket(self._scored, frontier.CHILD_GROUP, b, self._rng)
+        victim = pick_in_bucket(self._scored, CHILD_GROUP, b, self._rng)
         self._scored.remove(victim)
         self._evict(victim, "capacity_child")
         return True
@@ -86,15 +89,15 @@ class PoolCapacityMixin:
         farthest from it. ``paper``: the hardest after a scored insert, the easiest to make room for a cold one."""
         buckets, rng = self._scored, self._rng
         if self.config.eviction == "paper":
-            rid = frontier.extreme_id(buckets, lowest=scored_insert, rng=rng)
+            rid = extreme_id(buckets, lowest=scored_insert, rng=rng)
             reason = "capacity_hard" if scored_insert else "capacity_easy"
         else:
-            group = frontier.CHILD_GROUP if buckets.lowest(frontier.CHILD_GROUP) is not None else frontier.SEED_GROUP
-            b = frontier.farthest(buckets, self._target_bucket, group)
+            group = CHILD_GROUP if buckets.lowest(CHILD_GROUP) is not None else SEED_GROUP
+            b = farthest(buckets, self._target_bucket, group)
             if b is None:
                 raise IndexError("no scored records to evict")
-            rid = frontier.pick_in_bucket(buckets, group, b, rng)
-            reason = "capacity_child" if group == frontier.CHILD_GROUP else "capacity_seed"
+            rid = pick_in_bucket(buckets, group, b, rng)
+            reason = "capacity_child" if group == CHILD_GROUP else "capacity_seed"
         buckets.remove(rid)
         self._evict(rid, reason)
 
@@ -117,3 +120,30 @@ class PoolCapacityMixin:
             logger.warning("the pool's evicted-id feed is not drained; dropping its oldest ids (set "
                            "track_changes=false when no lineage reads it)")
         self._counters["feed_dropped_evicted"] += half
+
+
+# ---------------------------------------------------------------- which record eviction removes
+def farthest(buckets: ValueBuckets, center: int, group: int) -> int | None:
+    """The non-empty bucket of ``group`` farthest from ``center`` (the easy side on a tie: solved records do not
+    become informative again as the policy improves, hopeless ones may); ``None`` if the group is empty."""
+    lo, hi = buckets.lowest(group), buckets.highest(group)
+    if lo is None or hi is None:
+        return None
+    return hi if hi - center >= center - lo else lo
+
+
+def pick_in_bucket(buckets: ValueBuckets, group: int, bucket: int, rng: np.random.Generator) -> int:
+    """A uniformly random id of one non-empty slot."""
+    members = buckets.members(group, bucket)
+    return members[int(rng.integers(len(members)))]
+
+
+def extreme_id(buckets: ValueBuckets, lowest: bool, rng: np.random.Generator) -> int:
+    """A random id of the lowest (``lowest=True``) or highest non-empty bucket, over all groups."""
+    found = [(g, buckets.lowest(g) if lowest else buckets.highest(g)) for g in range(buckets.groups)]
+    found = [(g, b) for g, b in found if b is not None]
+    if not found:
+        raise IndexError("no scored records")
+    best = min(b for _, b in found) if lowest else max(b for _, b in found)
+    tied = [i for g, b in found if b == best for i in buckets.members(g, b)]
+    return tied[int(rng.integers(len(tied)))]

@@ -47,7 +47,9 @@ class ReinsertionConfig:
 class PoolConfig:
     """Everything that shapes a ``QueryPool``. Defaults are measured ones (docs/sim.md); the paper's choices are
     one override away (``boundary=median``, ``estimator=last``, ``eviction=paper``, ``child_prior_strength=null``,
-    ``reinsertion.trigger=below_batch``).
+    ``reinsertion.trigger=below_batch``). The frontier selection's knobs (``boundary`` to ``child_distance_penalty``)
+    are read by ``verl_ext/selection/frontier/`` (the ``boundary`` strategy) and by the pool's coverage metrics;
+    they stay here so the ``heapa.pool.*`` keys users set keep their names.
 
     - ``max_pool_size``: live records (cold + scored + in flight); inserts beyond it evict (spec section 1).
     - ``boundary``: where the frontier is. ``target``: records whose estimate is nearest ``target_pass_rate``
@@ -61,8 +63,9 @@ class PoolConfig:
     - ``cold_fraction``: the share of a batch from the cold (never measured) queue while scored records can fill
       the rest: the floor of the ``greedy`` and ``adaptive`` shares, the share of ``fixed`` (1 = the paper's
       cold-first pass under every rule).
-    - ``exploration`` (``exploration.py``): ``greedy`` (default; a seat goes cold when the frontier has no pick
-      nearer the target than a cold draw is expected to be: ``clip(1 - F_d / k, cold_fraction, 1)``),
+    - ``exploration`` (``selection/frontier/exploration.py``): ``greedy`` (default; a seat goes cold when the
+      frontier has no pick nearer the target than a cold draw is expected to be: ``clip(1 - F_d / k,
+      cold_fraction, 1)``),
       ``adaptive`` (the cold share grows while the frontier set is thin:
       ``clip(1 - F / (frontier_batches * k), cold_fraction, 1)``) or ``fixed`` (``cold_fraction``).
     - ``frontier_band``: the frontier set ``F`` = measured seeds within this distance of ``target_pass_rate``

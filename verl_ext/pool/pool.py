@@ -5,9 +5,10 @@ Where a record lives, by status:
 - ``cold``: FIFO queue of unscored records (a ``ColdQueue``: a heap on arrival number, so it is indexable and
   removable by id); served before anything else.
 - ``pooled``: scored records in ``ValueBuckets`` (bucketed by ranking value, seeds and augmented children apart);
-  boundary sampling draws from the frontier (``frontier.py``: nearest ``target_pass_rate`` by default, or the
-  paper's median split), ties at random.
-- ``in_flight``: handed out by ``sample``/``take``; back via ``feedback`` (-> archive) or ``release`` (-> pool).
+  selection rules read the buckets (``buckets``) and move records with ``withdraw`` / ``restore``; HeaPA's
+  frontier draw is the ``boundary`` strategy's (``verl_ext/selection/frontier/``), not the pool's.
+- ``in_flight``: handed out by a selection rule (``pop_cold``/``withdraw`` then ``hand_out``) or ``take``; back via
+  ``feedback`` (-> archive) or ``release`` (-> pool).
 - ``archived``: trained records in a bounded FIFO, returned by ``reinsert`` under the configured policy.
 - evicted: dropped from memory; counted by reason and reported once by ``drain_evicted``.
 
@@ -23,21 +24,19 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-import verl_ext.pool.frontier as frontier
-from verl_ext.pool.buckets import ValueBuckets
-from verl_ext.pool.checks import as_id, check_count, check_outcome, unique_ids
+from verl_ext.pool.buckets import CHILD_GROUP, SEED_GROUP, ValueBuckets, median_bucket
+from verl_ext.pool.checks import as_id, check_outcome, unique_ids
 from verl_ext.pool.config import PoolConfig
 from verl_ext.pool.errors import RecordStateError, UnknownRecordError
 from verl_ext.pool.calibration import ChildCalibration
 from verl_ext.pool.capacity import PoolCapacityMixin
 from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
-from verl_ext.pool.exploration import ColdYield, PoolExplorationMixin, SelectionWindow
+from verl_ext.pool.coverage import ColdYield, PoolCoverageMixin, SelectionWindow
 from verl_ext.pool.feedback import FeedbackSummary
 from verl_ext.pool.cold_queue import ColdQueue
 from verl_ext.pool.ingest import PoolIngestMixin
@@ -56,7 +55,7 @@ COUNTERS = (
 )
 
 
-class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorationMixin):
+class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverageMixin):
     """The pool. See the module docstring; every public method documents its complexity where it matters."""
 
     def __init__(self, config: PoolConfig | None = None, estimator: Estimator | None = None, seed: int = 0) -> None:
@@ -86,91 +85,58 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
         self._last_cold = (0.0, 0.0)  # (the rule's cold share, the share drawn) of the last sample
 
     # ------------------------------------------------------------------ handing out and taking back
-    def sample(self, k: int, step: int) -> list[int]:
-        """Boundary sampling of up to ``k`` ids; they are in flight afterwards. O(k + buckets).
+    # The storage moves a selection rule makes (HeaPA's frontier draw: ``verl_ext/selection/frontier/``). A draw
+    # takes records out with ``pop_cold`` / ``withdraw`` and must ``hand_out`` or ``restore`` them before it
+    # returns: in between they are held but in no queue.
+    @property
+    def buckets(self) -> ValueBuckets:
+        """The scored records by ranking value (read it; move records with ``withdraw`` / ``restore``)."""
+        return self._scored
 
-        Cold records first (the share ``cold_share(k)``: the ``exploration`` rule of ``exploration.py``) while
-        scored records can fill the rest (``max_window_visits`` may swap frontier picks for more); then, in
-        ``mixed`` mode, a share from the easiest; the rest from the frontier (``boundary``: ``target`` or
-        ``median``, see ``frontier.py``), with at most ``max_child_fraction`` of the batch augmented.
-        Returns fewer than ``k`` only if the pool has fewer.
-        """
-        k = check_count(k, "k")
-        share = self.cold_share(k)
-        n_cold = min(len(self._cold), max(math.ceil(share * k), k - len(self._scored)))
-        out = [self._cold.pop()[0] for _ in range(n_cold)]
-        self._last_cold = (share, n_cold / k if k else 0.0)
-        self._counters["sampled_cold"] += len(out)
-        need = min(k - len(out), len(self._scored))
-        n_extreme = int(need * self.config.mixed_easy_fraction) if self.config.sampling_mode == "mixed" else 0
-        extreme = frontier.rank_window(self._scored, len(self._scored) - n_extreme, len(self._scored), self._rng)
-        self._remove_scored(extreme)
-        rest = need - n_extreme
-        picked = self._frontier_draw(rest, self._child_budget(k, out + extreme)) if rest else []
-        picked, fresh = self._cap_revisits(picked)
-        self._counters["sampled_extreme"] += n_extreme
-        self._counters["sampled_boundary"] += len(picked)
-        self._counters["sampled_cold"] += len(fresh)
-        self._counters["revisit_cap_swaps"] += len(fresh)
-        out.extend(fresh)
-        self._last_cold = (share, (n_cold + len(fresh)) / k if k else 0.0)
-        out.extend(extreme)
-        out.extend(picked)
-        self._counters["sampled_children"] += sum(1 for rid in out if self._records[rid].origin == AUGMENTED)
-        self._set_in_flight(out, step)
-        return out
+    @property
+    def rng(self) -> np.random.Generator:
+        """The pool's seeded generator, checkpointed with it: every draw of a batch uses it, in a fixed order."""
+        return self._rng
 
-    def _child_budget(self, k: int, chosen: list[int]) -> int | None:
-        """How many more augmented records this batch may take (``None`` = no cap)."""
-        if self.config.max_child_fraction >= 1.0:
-            return None
-        cap = math.floor(self.config.max_child_fraction * k)
-        return max(0, cap - sum(1 for rid in chosen if self._records[rid].origin == AUGMENTED))
-
-    def _frontier_draw(self, need: int, child_budget: int | None) -> list[int]:
-        """``need`` scored ids from the frontier (removed from the buckets), children within ``child_budget``."""
-        cfg, buckets = self.config, self._scored
-        if cfg.boundary == "median":
-            picked = frontier.median_candidates(buckets, need, cfg.low_fraction, self._rng)
-            if child_budget is not None:
-                picked = self._cap_children(picked, child_budget)
-        else:
-            m = max(need, math.ceil(cfg.candidate_ratio * need))
-            penalty = cfg.child_distance_penalty
-            if penalty is None:
-                penalty = self.child_calibration.frontier_penalty()
-            picked = frontier.nearest(buckets, self._target_bucket, m, self._rng, child_budget,
-                                      child_penalty=round(penalty * cfg.resolution))
-            if len(picked) > need:
-                keep = np.sort(self._rng.choice(len(picked), size=need, replace=False)).tolist()
-                picked = [picked[i] for i in keep]
-        self._remove_scored(picked)
-        # The cap left seats empty: fill them with the seeds nearest the frontier, and only when no seed is left
-        # with children after all (the cap shapes a batch; it never makes one short).
-        for budget in (0, None):
-            short = need - len(picked)
-            if short > 0 and buckets:
-                fill = frontier.nearest(buckets, self._center_bucket(), short, self._rng, child_budget=budget)
-                self._remove_scored(fill)
-                picked.extend(fill)
-        return picked
-
-    def _cap_children(self, picked: list[int], budget: int) -> list[int]:
-        kids = [rid for rid in picked if self._records[rid].origin == AUGMENTED]
-        if len(kids) <= budget:
-            return picked
-        self._counters["child_cap_hits"] += 1
-        keep = set(frontier.sample_parts([kids], budget, self._rng))
-        return [rid for rid in picked if self._records[rid].origin != AUGMENTED or rid in keep]
-
-    def _center_bucket(self) -> int:
-        if self.config.boundary == "median":
-            return frontier.median_bucket(self._scored, self.config.low_fraction)[1]
+    @property
+    def target_bucket(self) -> int:
+        """The bucket of ``target_pass_rate``."""
         return self._target_bucket
 
-    def _remove_scored(self, ids: list[int]) -> None:
+    @property
+    def num_cold(self) -> int:
+        return len(self._cold)
+
+    def center_bucket(self) -> int:
+        """The frontier's centre (``pool/center``): the median split's bucket under ``boundary: median``, else the
+        target's. O(buckets)."""
+        if self.config.boundary == "median":
+            return median_bucket(self._scored, self.config.low_fraction)[1]
+        return self._target_bucket
+
+    def pop_cold(self, n: int) -> list[int]:
+        """Take the ``n`` earliest cold ids out of the queue (a draw in progress). O(n log n)."""
+        return [self._cold.pop()[0] for _ in range(n)]
+
+    def withdraw(self, ids: list[int]) -> None:
+        """Take pooled ids out of the buckets (a draw in progress). O(len(ids))."""
         for rid in ids:
             self._scored.remove(rid)
+
+    def restore(self, ids: list[int]) -> None:
+        """Put withdrawn pooled ids back in the buckets at their ranking value, in order."""
+        for rid in ids:
+            self._scored.insert(rid, self.ranking_value(rid), self._group(rid))
+
+    def hand_out(self, ids: list[int], step: int) -> None:
+        """Put drawn (popped or withdrawn) ids in flight at ``step``."""
+        self._set_in_flight(ids, step)
+
+    def count(self, counter: str, n: int) -> None:
+        """Add ``n`` to a ``pool/<counter>`` counter (``COUNTERS``; the selection rule's ``sampled_*``)."""
+        if counter not in self._counters:
+            raise KeyError(f"unknown pool counter {counter!r}")
+        self._counters[counter] += n
 
     def take(self, ids: Iterable[int], step: int) -> list[int]:
         """Put specific available (cold or pooled) ids in flight; for strategies that pick ids themselves."""
@@ -336,7 +302,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
         counts = self._scored.counts()
         out = {
             "pool/size_cold": len(self._cold), "pool/size_scored": len(self._scored),
-            "pool/size_scored_children": int(counts[frontier.CHILD_GROUP].sum()),
+            "pool/size_scored_children": int(counts[CHILD_GROUP].sum()),
             "pool/size_in_flight": len(self._in_flight), "pool/size_archive": len(self._archive),
             "pool/size_live": self._live_count(), "pool/capacity": self.config.max_pool_size,
         }
@@ -349,12 +315,12 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
             nonzero = np.flatnonzero(merged)
             out["pool/value_min"] = nonzero[0] / res
             out["pool/value_max"] = (nonzero[-1] + 1) / res
-            out["pool/center"] = self._center_bucket() / res
+            out["pool/center"] = self.center_bucket() / res
             # Scored records within 0.25 of the target pass rate: how much informative material the pool holds.
             lo = self._scored.bucket_of_value(max(0.0, self.config.target_pass_rate - 0.25))
             hi = self._scored.bucket_of_value(min(1.0, self.config.target_pass_rate + 0.25))
             out["pool/frac_near_target"] = float(merged[lo:hi + 1].sum()) / len(self._scored)
-        out.update(self.coverage_metrics())  # issue 23 (exploration.py)
+        out.update(self.coverage_metrics())  # issue 23 (coverage.py)
         return {k: float(v) for k, v in out.items()}
 
     def counters(self) -> dict[str, int]:
@@ -371,7 +337,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolExplorat
         return len(self._cold) + len(self._scored) + len(self._in_flight)
 
     def _group(self, rid: int) -> int:
-        return frontier.CHILD_GROUP if self._records[rid].origin == AUGMENTED else frontier.SEED_GROUP
+        return CHILD_GROUP if self._records[rid].origin == AUGMENTED else SEED_GROUP
 
     def _mark_changed(self, rid: int) -> None:
         if self.config.track_changes:

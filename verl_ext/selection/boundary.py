@@ -1,27 +1,30 @@
 """``boundary``: HeaPA's selection: a share of cold records, then the records at the capability frontier.
 
-All the work is the pool's boundary sampling (``QueryPool.sample``; ``verl_ext/pool/frontier.py``), configured by
-the pool's ``boundary`` (``target`` pass rate or the paper's ``median``), ``cold_fraction`` and ``exploration``,
-``sampling_mode`` and child cap; this class only adapts it to the ``Strategy`` interface and reports what was picked.
+The rule is ``verl_ext/selection/frontier/`` (``draw_batch``: the cold share of ``exploration.py``, the frontier
+draws of ``draw.py``), configured by the pool's ``boundary`` (``target`` pass rate or the paper's ``median``),
+``cold_fraction`` and ``exploration``, ``sampling_mode`` and child cap (``heapa.pool.*``, where users set them).
+The pool only stores: it hands its buckets, cold queue, RNG and coverage measurements to the rule.
 """
 
 from __future__ import annotations
 
 from verl_ext.pool import QueryPool
 from verl_ext.selection.base import Strategy
+from verl_ext.selection.frontier import draw_batch
 from verl_ext.selection.registry import register_strategy
 
 
 @register_strategy("boundary")
 class BoundaryStrategy(Strategy):
-    """Boundary (capability-frontier) sampling from the pool; stateless (the RNG is the pool's)."""
+    """Boundary (capability-frontier) sampling from the pool. No state of its own: the RNG and the coverage state
+    the rule reads are the pool's, checkpointed with it (where runs written before the rule moved keep them)."""
 
     def __init__(self) -> None:
         self._last: dict[str, float] = {}
 
     def select(self, pool: QueryPool, k: int, step: int) -> list[int]:
         before = pool.counters()
-        ids = pool.sample(k, step)
+        ids = draw_batch(pool, k, step)
         after = pool.counters()
         picked = max(len(ids), 1)
         self._last = {

@@ -9,6 +9,7 @@ import pytest
 
 from verl_ext.adapters import pool_file
 from verl_ext.pool import PoolConfig, QueryPool
+from verl_ext.selection.frontier import draw_batch
 
 N = 100_000
 
@@ -19,7 +20,7 @@ def _pool_mid_run() -> QueryPool:
     pool.add_seeds_bulk([[{"role": "user", "content": f"problem {i}"}] for i in range(N)], [str(i) for i in range(N)],
                         "math", priors=rng.uniform(size=N).tolist())
     for step in range(5):
-        ids = pool.sample(512, step)
+        ids = draw_batch(pool, 512, step)
         pool.feedback({i: (int(rng.integers(0, 9)), 8) for i in ids}, step)
         for parent in ids[:64]:
             pool.add_child(f"child of {parent}", "1", "math", parent, 1.1, step)
@@ -34,7 +35,7 @@ def test_round_trip_at_1e5_records_continues_identically(tmp_path):
     restored = QueryPool(PoolConfig(max_pool_size=N + 1000), seed=99)
     restored.load_state_dict(pool_file.read_pool_file(ref, str(tmp_path)))
     for step in (5, 6):
-        a, b = pool.sample(512, step), restored.sample(512, step)
+        a, b = draw_batch(pool, 512, step), draw_batch(restored, 512, step)
         assert a == b
         outcome = {i: (3, 8) for i in a}
         pool.feedback(outcome, step)

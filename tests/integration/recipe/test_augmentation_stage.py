@@ -21,6 +21,7 @@ from verl_ext.augment.protocol import format_answer
 from verl_ext.pool import PoolConfig, QueryPool
 from verl_ext.pool.lineage import LineageConfig
 from verl_ext.pool.lineage.refresh import LineageRefresher
+from verl_ext.selection.frontier import draw_batch
 from verl_ext.tasks import arithmetic
 
 
@@ -62,7 +63,7 @@ def tokenizer(tiny_assets):
 def _pool_with_scored_parents(n=4):
     pool = QueryPool(PoolConfig(max_pool_size=100), seed=0)
     ids = [pool.add_seed([{"role": "user", "content": f"What is {i} + 2?"}], str(i + 2), "arith") for i in range(n)]
-    taken = pool.sample(n, step=1)
+    taken = draw_batch(pool, n, step=1)
     pool.feedback({rid: (2, 4) for rid in taken}, step=1)
     return pool, ids
 

@@ -10,6 +10,7 @@ from verl_ext.pool.config import PoolConfig
 from verl_ext.pool.lineage import LineageConfig, LineageError, LineageForest
 from verl_ext.pool.pool import QueryPool
 from verl_ext.pool.lineage.refresh import LineageRefresher
+from verl_ext.selection.frontier import draw_batch
 
 
 class FakePool:
@@ -136,7 +137,7 @@ def test_with_query_pool(mode):
     pool.add_seeds_bulk([f"q{i}" for i in range(40)], ["1"] * 40, "toy", priors=[rng.random() for _ in range(40)])
     ref = LineageRefresher(pool, LineageConfig(mode=mode))
     for step in range(1, 16):
-        batch = pool.sample(8, step)
+        batch = draw_batch(pool, 8, step)
         pool.feedback({rid: (rng.randint(0, 4), 4) for rid in batch}, step)
         for parent in batch[:3]:
             if parent in pool:

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verl_ext.pool import DuplicateRecordError, UnknownRecordError, ValueBuckets
-from verl_ext.pool.frontier import median_bucket, nearest, rank_window, sample_parts
+from verl_ext.pool.buckets import median_bucket
+from verl_ext.selection.frontier.draw import nearest, rank_window, sample_parts
 
 OPS = st.lists(st.tuples(st.sampled_from(["insert", "remove", "move"]), st.integers(0, 30),
                          st.floats(0, 1), st.integers(0, 1)), max_size=80)

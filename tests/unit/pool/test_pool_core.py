@@ -16,6 +16,7 @@ from verl_ext.pool import (
     child_initial_estimate,
 )
 from verl_ext.pool.errors import DuplicateRecordError
+from verl_ext.selection.frontier import draw_batch
 
 
 def scored_pool(values, seed=0, **cfg):
@@ -29,10 +30,10 @@ def test_cold_queue_is_fifo_and_served_first():
     pool = scored_pool([0.5, 0.6])
     cold = [pool.add_seed(f"c{i}", "a", "src") for i in range(3)]
     assert pool.status(cold[0]) == "cold" and pool.status(0) == "pooled"
-    assert pool.sample(2, step=0) == cold[:2]
-    batch = pool.sample(3, step=0)
+    assert draw_batch(pool, 2, step=0) == cold[:2]
+    batch = draw_batch(pool, 3, step=0)
     assert batch[0] == cold[2] and set(batch[1:]) == {0, 1}
-    assert pool.sample(1, step=0) == []  # nothing left
+    assert draw_batch(pool, 1, step=0) == []  # nothing left
 
 
 def test_boundary_sampling_takes_the_records_nearest_the_split():
@@ -40,10 +41,10 @@ def test_boundary_sampling_takes_the_records_nearest_the_split():
     for seed in range(5):
         pool = QueryPool(PoolConfig.paper(), seed=seed)
         pool.add_seeds_bulk([f"q{i}" for i in range(10)], ["a"] * 10, "s", priors=values)
-        assert set(pool.sample(1, step=0)) <= {4, 5}
+        assert set(draw_batch(pool, 1, step=0)) <= {4, 5}
         pool = QueryPool(PoolConfig.paper(), seed=seed)
         pool.add_seeds_bulk([f"q{i}" for i in range(10)], ["a"] * 10, "s", priors=values)
-        batch = pool.sample(2, step=0)
+        batch = draw_batch(pool, 2, step=0)
         assert len(batch) == 2 and set(batch) <= {3, 4, 5, 6}
         pool._scored.check()
 
@@ -51,7 +52,7 @@ def test_boundary_sampling_takes_the_records_nearest_the_split():
 def test_mixed_mode_takes_half_from_the_easiest():
     values = [i / 10 for i in range(10)]
     pool = scored_pool(values, sampling_mode="mixed")
-    batch = pool.sample(4, step=0)
+    batch = draw_batch(pool, 4, step=0)
     assert set(batch[:2]) == {9, 8} and set(batch[2:]) <= {2, 3, 4, 5}
     assert pool.counters()["sampled_extreme"] == 2 and pool.counters()["sampled_boundary"] == 2
 
@@ -74,7 +75,7 @@ def test_sampling_few_returns_nearest_split(values, k, low_fraction, seed):
     c = min(2 * need, len(keys))
     n_easy = min(len(easy), max((c + 1) // 2, c - len(hard)))
     allowed = set(easy[:n_easy]) | set(hard[: c - n_easy])
-    batch = pool.sample(k, step=0)
+    batch = draw_batch(pool, k, step=0)
     assert len(batch) == need and len(set(batch)) == need and set(batch) <= allowed
 
 
@@ -89,7 +90,7 @@ def test_take_release_and_status():
         pool.take([0, 0], step=3)
     pool.release([cold[2], 1])
     assert pool.status(1) == "pooled" and pool.status(cold[2]) == "cold"
-    assert pool.sample(1, step=4) == [cold[2]]  # released cold records go to the front
+    assert draw_batch(pool, 1, step=4) == [cold[2]]  # released cold records go to the front
     with pytest.raises(RecordStateError, match="not in flight"):
         pool.release([0])
     with pytest.raises(UnknownRecordError):
@@ -99,7 +100,7 @@ def test_take_release_and_status():
 def test_feedback_updates_archives_and_is_atomic():
     pool = QueryPool(PoolConfig(), seed=0)
     ids = [pool.add_seed(f"q{i}", "a", "s") for i in range(4)]
-    batch = pool.sample(3, step=1)
+    batch = draw_batch(pool, 3, step=1)
     with pytest.raises(RecordStateError, match="not in flight"):
         pool.feedback({batch[0]: (1, 4), ids[3]: (1, 4)}, step=1)
     with pytest.raises(UnknownRecordError):
@@ -181,7 +182,7 @@ def test_in_flight_counts_towards_capacity_and_release_never_evicts():
     pool = QueryPool(PoolConfig(max_pool_size=2), seed=0)
     a = pool.add_seed("a", "a", "s")
     pool.add_seed("b", "a", "s")
-    pool.sample(1, step=0)
+    draw_batch(pool, 1, step=0)
     with pytest.raises(PoolFullError):
         pool.add_seed("c", "a", "s")
     pool.release([a])
@@ -191,7 +192,7 @@ def test_in_flight_counts_towards_capacity_and_release_never_evicts():
 def test_archive_is_bounded_fifo():
     pool = QueryPool(PoolConfig(archive_capacity=2), seed=0)
     ids = [pool.add_seed(f"q{i}", "a", "s") for i in range(3)]
-    pool.sample(3, step=0)
+    draw_batch(pool, 3, step=0)
     pool.feedback({i: (1, 2) for i in ids}, step=0)
     assert pool.archived_ids() == ids[1:] and ids[0] not in pool
     assert pool.drain_evicted() == [ids[0]] and pool.metrics()["pool/evicted_archive_full"] == 1
@@ -243,7 +244,7 @@ def test_misuse_errors():
     with pytest.raises(DuplicateRecordError):
         pool.add_seeds_bulk(["q", "r"], ["a", "b"], "s", record_ids=[1, 1])
     with pytest.raises(ValueError, match="k must be"):
-        pool.sample(-1, step=0)
+        draw_batch(pool, -1, step=0)
     with pytest.raises(UnknownRecordError, match="not in the pool"):
         pool.get(99)
     assert 10 in pool and 99 not in pool and len(pool) == 2

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from verl_ext.pool import PoolConfig, PoolFullError, QueryPool, ReinsertionConfig
+from verl_ext.selection.frontier import draw_batch
 
 
 class PoolMachine(RuleBasedStateMachine):
@@ -83,7 +84,7 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(k=st.integers(0, 5))
     def sample(self, k):
         available = self.pool.num_available
-        batch = self.pool.sample(k, self.step)
+        batch = draw_batch(self.pool, k, self.step)
         assert len(batch) == min(k, available) and len(set(batch)) == len(batch)
         assert all(self.pool.status(r) == "in_flight" for r in batch)
 
@@ -119,7 +120,7 @@ class PoolMachine(RuleBasedStateMachine):
     def train_step(self, data, batch):
         """One whole trainer step: reinsert, sample a batch, feed every record back."""
         self.pool.reinsert(self.step, batch)
-        ids = self.pool.sample(batch, self.step)
+        ids = draw_batch(self.pool, batch, self.step)
         self.pool.feedback({r: (data.draw(st.sampled_from([0, 2, 4])), 4) for r in ids}, self.step)
         self.step += 1
         self._drain()

@@ -3,6 +3,7 @@
 import pytest
 
 from verl_ext.pool import PoolConfig, QueryPool, ReinsertionConfig
+from verl_ext.selection.frontier import draw_batch
 
 
 def trained_pool(outcomes, extra_cold=0, **reinsertion):
@@ -10,7 +11,7 @@ def trained_pool(outcomes, extra_cold=0, **reinsertion):
     reinsertion = {"trigger": "below_batch", **reinsertion}  # the paper's trigger unless a test says otherwise
     pool = QueryPool(PoolConfig(max_pool_size=100, reinsertion=ReinsertionConfig(**reinsertion)), seed=0)
     ids = [pool.add_seed(f"q{i}", "a", "s") for i in range(len(outcomes))]
-    pool.sample(len(ids), step=0)
+    draw_batch(pool, len(ids), step=0)
     pool.feedback(dict(zip(ids, outcomes)), step=0)
     for i in range(extra_cold):
         pool.add_seed(f"c{i}", "a", "s")
@@ -43,7 +44,7 @@ def test_never_trigger():
 def test_reinsertion_never_exceeds_free_capacity():
     pool = QueryPool(PoolConfig(max_pool_size=3, reinsertion=ReinsertionConfig(trigger="always")), seed=0)
     ids = [pool.add_seed(f"q{i}", "a", "s") for i in range(3)]
-    pool.sample(2, step=0)
+    draw_batch(pool, 2, step=0)
     pool.feedback({ids[0]: (1, 2), ids[1]: (1, 2)}, step=0)
     pool.add_seed("new", "a", "s")  # live = 2 of 3
     assert pool.reinsert(step=1, batch_size=1) == 1 and pool.archived_ids() == [ids[1]]
@@ -85,7 +86,7 @@ def test_lineage_override_is_used_on_reinsertion():
 def test_reinsertion_places_every_record_by_its_value(n):
     pool = QueryPool(PoolConfig(max_pool_size=10_000), seed=0)
     ids = pool.add_seeds_bulk([f"q{i}" for i in range(n)], ["a"] * n, "s")
-    pool.sample(n, step=0)
+    draw_batch(pool, n, step=0)
     pool.feedback({rid: (rid % 9, 8) for rid in ids}, step=0)
     assert pool.reinsert(step=1, batch_size=1) == n
     pool._scored.check()

@@ -7,6 +7,7 @@ import pytest
 
 from verl_ext.pool import ConfigError, PoolConfig, QueryPool, ReinsertionConfig
 from verl_ext.selection import UniformStrategy
+from verl_ext.selection.frontier import draw_batch
 
 CFG = dict(max_pool_size=60, archive_capacity=25, sampling_mode="mixed", estimator="beta",
            reinsertion=ReinsertionConfig(trigger="below_batch", rate=7, drop_solved_streak=2))
@@ -17,7 +18,7 @@ def run_steps(pool, rng, steps, start):
     trace = []
     for step in range(start, start + steps):
         pool.reinsert(step, batch_size=8)
-        batch = pool.sample(8, step)
+        batch = draw_batch(pool, 8, step)
         keep, back = batch[:-1], batch[-1:]
         pool.release(back)
         outcome = {rid: (int(rng.integers(0, 5)), 4) for rid in keep}

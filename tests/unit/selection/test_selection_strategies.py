@@ -7,6 +7,7 @@ import pytest
 
 from verl_ext.pool import PoolConfig, QueryPool
 from verl_ext.selection import BoundaryStrategy, UniformStrategy
+from verl_ext.selection.frontier import draw_batch
 
 
 def make_pool(n_scored=20, n_cold=0, seed=0):
@@ -22,7 +23,7 @@ def test_boundary_delegates_to_pool_sampling():
     twin, _ = make_pool(n_scored=10, n_cold=2)
     strat = BoundaryStrategy()
     ids = strat.select(pool, 4, step=0)
-    assert ids == twin.sample(4, step=0) and ids[:1] == cold[:1]  # cold_fraction 0.25: one cold record of four
+    assert ids == draw_batch(twin, 4, step=0) and ids[:1] == cold[:1]  # cold_fraction 0.25: one cold record of four
     assert all(pool.status(i) == "in_flight" for i in ids)
     m = strat.metrics()
     assert m["select/n_selected"] == 4 and m["select/frac_cold"] == 0.25 and m["select/frac_boundary"] == 0.75

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from verl_ext.pool import PoolConfig, QueryPool, ReinsertionConfig
 from verl_ext.pool.calibration import ChildCalibration
 from verl_ext.pool.estimators import child_prior
+from verl_ext.selection.frontier import draw_batch
 
 
 def pool_with(values, seed=0, **cfg):
@@ -23,8 +24,8 @@ def test_target_finds_the_thin_frontier_where_the_median_does_not(shape):
     extreme = 1.0 if shape == "mostly_solved" else 0.0
     values = [extreme] * 90 + [0.4 + 0.02 * i for i in range(10)]
     frontier = set(range(90, 100))
-    assert set(pool_with(values).sample(10, step=0)) == frontier
-    median = pool_with(values, **PoolConfig.paper().to_dict() | {"max_pool_size": 10_000}).sample(10, step=0)
+    assert set(draw_batch(pool_with(values), 10, step=0)) == frontier
+    median = draw_batch(pool_with(values, **PoolConfig.paper().to_dict() | {"max_pool_size": 10_000}), 10, step=0)
     assert not set(median) & frontier
 
 
@@ -35,7 +36,7 @@ def test_equal_values_cover_the_whole_pool(n, k, seed, value):
     pool = pool_with([value] * n, seed=seed)
     seen: set[int] = set()
     for step in range(40 * n // k + 40):
-        batch = pool.sample(k, step)
+        batch = draw_batch(pool, k, step)
         seen.update(batch)
         pool.release(batch)
         if len(seen) == n:
@@ -44,17 +45,17 @@ def test_equal_values_cover_the_whole_pool(n, k, seed, value):
 
 
 def test_ties_are_drawn_at_random_not_by_id():
-    firsts = {tuple(sorted(pool_with([0.5] * 100, seed=s).sample(5, 0))) for s in range(10)}
+    firsts = {tuple(sorted(draw_batch(pool_with([0.5] * 100, seed=s), 5, 0))) for s in range(10)}
     assert len(firsts) == 10 and (0, 1, 2, 3, 4) not in firsts
 
 
 def test_candidate_ratio_draws_from_a_wider_band():
     values = [i / 100 for i in range(101)]
-    near = pool_with(values).sample(4, 0)
+    near = draw_batch(pool_with(values), 4, 0)
     assert all(abs(values[i] - 0.5) <= 0.021 for i in near)
     wide = set()
     for s in range(20):
-        wide.update(pool_with(values, seed=s, candidate_ratio=4.0).sample(4, 0))
+        wide.update(draw_batch(pool_with(values, seed=s, candidate_ratio=4.0), 4, 0))
     assert max(abs(values[i] - 0.5) for i in wide) > 0.021 and all(abs(values[i] - 0.5) <= 0.081 for i in wide)
 
 
@@ -65,7 +66,7 @@ def children_of(pool, parent, count, factor=1.0):
 def test_child_cap_keeps_seeds_in_the_batch():
     pool = pool_with([0.5] * 4 + [0.2] * 20, max_child_fraction=0.25, child_distance_penalty=0.0)
     kids = children_of(pool, 0, 12)  # priors 0.5: nearer the target than the 0.2 seeds
-    batch = pool.sample(8, step=0)
+    batch = draw_batch(pool, 8, step=0)
     n_kids = len(set(batch) & set(kids))
     assert n_kids == 2 and len(batch) == 8
     assert pool.counters()["sampled_children"] == 2
@@ -74,7 +75,7 @@ def test_child_cap_keeps_seeds_in_the_batch():
 def test_child_penalty_prefers_measured_seeds():
     pool = pool_with([0.5] * 4 + [0.35] * 4, max_child_fraction=1.0, child_distance_penalty=0.2)
     kids = children_of(pool, 0, 4)
-    assert not set(pool.sample(8, step=0)) & set(kids)  # seeds at distance 0.15 beat children at 0 + 0.2
+    assert not set(draw_batch(pool, 8, step=0)) & set(kids)  # seeds at distance 0.15 beat children at 0 + 0.2
 
 
 def test_unmeasured_child_prior_is_uncertain_not_a_copy():
@@ -110,11 +111,11 @@ def test_archived_seed_displaces_a_child_on_reinsertion():
 def test_cold_fraction_interleaves_measured_records():
     pool = pool_with([0.5] * 10, cold_fraction=0.25)
     cold = [pool.add_seed(f"c{i}", "a", "s") for i in range(10)]
-    batch = pool.sample(8, step=0)
+    batch = draw_batch(pool, 8, step=0)
     assert len(set(batch) & set(cold)) == 2
     only_cold = QueryPool(PoolConfig(cold_fraction=0.25), seed=0)
     ids = [only_cold.add_seed(f"c{i}", "a", "s") for i in range(10)]
-    assert only_cold.sample(8, step=0) == ids[:8]  # nothing scored yet: cold fills the batch
+    assert draw_batch(only_cold, 8, step=0) == ids[:8]  # nothing scored yet: cold fills the batch
 
 
 def test_calibration_learns_the_unsolvable_share():

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verl_ext.pool import ConfigError, PoolConfig, QueryPool
-from verl_ext.pool.exploration import ColdYield, SelectionWindow, adaptive_cold_share, greedy_cold_share
+from verl_ext.pool.coverage import ColdYield, SelectionWindow
+from verl_ext.selection.frontier import adaptive_cold_share, cold_share, draw_batch, greedy_cold_share
 
 
 def cold_pool(n=200, seed=0, **cfg):
@@ -16,7 +17,7 @@ def cold_pool(n=200, seed=0, **cfg):
 
 
 def train(pool, k, step, passes=4, n=8):
-    ids = pool.sample(k, step)
+    ids = draw_batch(pool, k, step)
     pool.feedback({r: (passes, n) for r in ids}, step)
     pool.reinsert(step, k)
     return ids
@@ -35,24 +36,24 @@ def test_adaptive_share_stays_in_floor_one_and_falls_with_the_frontier(frontier,
 def test_adaptive_explores_while_the_frontier_is_thin_and_falls_to_the_floor():
     pool = cold_pool(400, exploration="adaptive", frontier_batches=2.0)
     k = 16
-    assert pool.cold_share(k) == 1.0  # nothing measured: every seat explores
+    assert cold_share(pool, k) == 1.0  # nothing measured: every seat explores
     train(pool, k, 0)  # 16 records measured at 4/8: all in the frontier band
-    assert pool.frontier_size() == 16 and pool.cold_share(k) == pytest.approx(1 - 16 / 32)
-    batch = pool.sample(k, 1)
+    assert pool.frontier_size() == 16 and cold_share(pool, k) == pytest.approx(1 - 16 / 32)
+    batch = draw_batch(pool, k, 1)
     assert sum(pool.get(r).stat is None for r in batch) == 8
     pool.feedback({r: (4, 8) for r in batch}, 1)
     pool.reinsert(1, k)
-    assert pool.frontier_size() == 24 and pool.cold_share(k) == pytest.approx(0.25)  # the floor (cold_fraction)
+    assert pool.frontier_size() == 24 and cold_share(pool, k) == pytest.approx(0.25)  # the floor (cold_fraction)
     for step in range(2, 6):
         train(pool, k, step)
-    assert pool.cold_share(k) == 0.25 and pool.metrics()["pool/cold_share_drawn"] == 0.25
+    assert cold_share(pool, k) == 0.25 and pool.metrics()["pool/cold_share_drawn"] == 0.25
 
 
 def test_fixed_mode_keeps_cold_fraction_and_paper_is_unchanged():
     pool = cold_pool(400, exploration="fixed", cold_fraction=0.25)
     train(pool, 16, 0)
-    assert pool.cold_share(16) == 0.25
-    assert sum(pool.get(r).stat is None for r in pool.sample(16, 1)) == 4
+    assert cold_share(pool, 16) == 0.25
+    assert sum(pool.get(r).stat is None for r in draw_batch(pool, 16, 1)) == 4
     paper = PoolConfig.paper()
     assert paper.cold_fraction == 1.0 and paper.exploration == PoolConfig().exploration
     assert PoolConfig().exploration == "greedy"  # issue 23: ties or wins everywhere in the simulator (docs/pool.md)
@@ -95,58 +96,58 @@ def test_greedy_explores_exactly_when_the_frontier_has_no_pick_better_than_a_col
     pool.add_seeds_bulk([f"s{i}" for i in range(100)], ["a"] * 100, "s", priors=[0.95] * 100)
     pool.add_seeds_bulk([f"c{i}" for i in range(300)], ["a"] * 300, "s")
     k = 16
-    assert pool.better_than_cold() is None and pool.cold_share(k) == 0.25  # nothing known of cold draws yet
-    ids = pool.sample(k, 0)
+    assert pool.better_than_cold() is None and cold_share(pool, k) == 0.25  # nothing known of cold draws yet
+    ids = draw_batch(pool, k, 0)
     cold = [r for r in ids if pool.get(r).stat is None and pool.get(r).prior is None]
     assert len(cold) == 4
     pool.feedback({r: ((4, 8) if r in cold else (8, 8)) for r in ids}, 0)  # cold draws land on the target
     pool.reinsert(0, k)
     m = pool.metrics()
     assert m["pool/cold_distance"] == 0.0 and m["pool/better_than_cold"] == 4
-    assert pool.cold_share(k) == pytest.approx(1 - 4 / k)  # 12 seats would go to records worse than a cold draw
-    batch = pool.sample(k, 1)
+    assert cold_share(pool, k) == pytest.approx(1 - 4 / k)  # 12 seats would go to records worse than a cold draw
+    batch = draw_batch(pool, k, 1)
     assert sum(pool.get(r).stat is None for r in batch) == 12
     pool.feedback({r: (0, 8) for r in batch}, 1)  # cold draws come back hopeless: expected farther now ...
     pool.reinsert(1, k)
     assert 0.3 < pool.metrics()["pool/cold_distance"] < 0.5
-    assert pool.cold_share(k) > 0.25  # ... but still nearer than anything measured
+    assert cold_share(pool, k) > 0.25  # ... but still nearer than anything measured
     pool.add_seeds_bulk([f"m{i}" for i in range(20)], ["a"] * 20, "s", priors=[0.5] * 20)
-    assert pool.better_than_cold() >= 20 and pool.cold_share(k) == 0.25  # the frontier fills the batch again
+    assert pool.better_than_cold() >= 20 and cold_share(pool, k) == 0.25  # the frontier fills the batch again
 
 
 def test_greedy_counts_children_as_the_frontier_draw_would_and_median_keeps_the_floor():
     pool = QueryPool(PoolConfig(max_pool_size=10_000), seed=0)  # the default rule
     pool.add_seeds_bulk([f"s{i}" for i in range(100)], ["a"] * 100, "s", priors=[0.95] * 100)
     pool.add_seeds_bulk([f"c{i}" for i in range(300)], ["a"] * 300, "s")
-    ids = pool.sample(16, 0)
+    ids = draw_batch(pool, 16, 0)
     cold = [r for r in ids if pool.get(r).prior is None]
     pool.feedback({r: ((4, 8) if r in cold else (8, 8)) for r in ids}, 0)
     pool.reinsert(0, 16)
-    assert pool.better_than_cold(16) == 4 and pool.cold_share(16) == 0.75
+    assert pool.better_than_cold(16) == 4 and cold_share(pool, 16) == 0.75
     median = QueryPool(PoolConfig(max_pool_size=10_000, boundary="median"), seed=0)
     median.load_state_dict(pool.state_dict())
-    assert median.cold_share(16) == 0.25  # the median draw is not centred on the target: the floor
+    assert cold_share(median, 16) == 0.25  # the median draw is not centred on the target: the floor
     for j in range(12):  # children ranked at 0.5 (their parent's measured value)
         pool.add_child(f"k{j}", "a", "s", cold[0], 1.0, 0)
     # 4 seeds + 8 children (max_child_fraction 0.5 of 16): the draw fills 12 seats better than a cold draw
     assert pool.better_than_cold(16) == 12 and pool.better_than_cold() == 16
-    assert pool.cold_share(16) == 0.25
+    assert cold_share(pool, 16) == 0.25
 
 
 def test_revisit_penalty_counts_often_trained_seeds_as_farther():
     pool = cold_pool(400, exploration="greedy", revisit_penalty=0.1)
     train(pool, 16, 0)  # 16 seeds at 4/8, each trained once; cold draws measured on the target (d = 0)
-    assert pool.better_than_cold(16) == 0 and pool.cold_share(16) == 1.0  # 0.1 farther than a fresh cold draw
+    assert pool.better_than_cold(16) == 0 and cold_share(pool, 16) == 1.0  # 0.1 farther than a fresh cold draw
     plain = cold_pool(400, exploration="greedy")
     train(plain, 16, 0)
-    assert plain.better_than_cold(16) == 16 and plain.cold_share(16) == 0.25
+    assert plain.better_than_cold(16) == 16 and cold_share(plain, 16) == 0.25
 
 
 def test_greedy_is_the_fixed_share_while_the_measured_frontier_is_rich():
     pool = cold_pool(400, exploration="greedy")
     for step in range(3):
         train(pool, 16, step)  # everything measured lands at 4/8: the frontier holds every scored seed
-    assert pool.better_than_cold() >= 16 and pool.cold_share(16) == 0.25
+    assert pool.better_than_cold() >= 16 and cold_share(pool, 16) == 0.25
 
 
 @pytest.mark.parametrize("bad", [{"exploration": "more"}, {"frontier_band": 1.5}, {"frontier_batches": -1},
@@ -214,4 +215,4 @@ def test_checkpoint_round_trip_and_old_checkpoints_load(exploration):
     legacy.load_state_dict(old)
     assert legacy.metrics()["pool/window_distinct"] == 0.0
     assert legacy.metrics()["pool/measured"] == measured  # recounted from the records
-    assert legacy.metrics()["pool/cold_distance"] == -1.0 and legacy.cold_share(12) == 0.25
+    assert legacy.metrics()["pool/cold_distance"] == -1.0 and cold_share(legacy, 12) == 0.25

@@ -1,4 +1,4 @@
-"""Where the capability frontier is, and which scored records a batch takes from it (spec section 2, revised).
+"""Which scored records a batch takes from the capability frontier (spec section 2, revised).
 
 Two definitions of the frontier, chosen by ``PoolConfig.boundary``:
 
@@ -12,9 +12,8 @@ Two definitions of the frontier, chosen by ``PoolConfig.boundary``:
 
 Ties (records in the same value bucket) are broken at random by the pool's RNG, so every tied record gets its
 turn. Augmented children can be capped per batch (``max_child_fraction``) so a burst of children, some of them
-unsolvable, cannot crowd out the seed set. Eviction under ``eviction: farthest`` removes the record whose value
-is farthest from the frontier, children before seeds, so a full pool keeps its seeds and its informative
-records; ``eviction: paper`` removes the hardest (scored insert) or the easiest (cold insert).
+unsolvable, cannot crowd out the seed set. These functions only read the buckets (and the pool's RNG); the
+caller withdraws what they return. Which record eviction removes is the pool's (``pool/capacity.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +22,7 @@ import math
 
 import numpy as np
 
-from verl_ext.pool.buckets import ValueBuckets
-
-SEED_GROUP, CHILD_GROUP = 0, 1
+from verl_ext.pool.buckets import CHILD_GROUP, SEED_GROUP, ValueBuckets, median_bucket
 
 
 def sample_parts(parts: list[list[int]], m: int, rng: np.random.Generator) -> list[int]:
@@ -50,16 +47,6 @@ def sample_parts(parts: list[list[int]], m: int, rng: np.random.Generator) -> li
 
 def _bucket_parts(buckets: ValueBuckets, b: int) -> list[list[int]]:
     return [buckets.members(g, b) for g in range(buckets.groups)]
-
-
-def median_bucket(buckets: ValueBuckets, low_fraction: float) -> tuple[int, int]:
-    """``(split rank, bucket holding that rank)`` of the scored records (all groups merged)."""
-    n = len(buckets)
-    split = int(low_fraction * n)
-    if n == 0:
-        return 0, buckets.bucket_of_value(0.5)
-    ends = np.cumsum(buckets.counts().sum(axis=0))
-    return split, int(np.searchsorted(ends, min(split, n - 1), side="right"))
 
 
 def rank_window(buckets: ValueBuckets, lo: int, hi: int, rng: np.random.Generator) -> list[int]:
@@ -132,29 +119,3 @@ def nearest(buckets: ValueBuckets, center: int, m: int, rng: np.random.Generator
             budget -= sum(1 for i in picked if buckets.locate(i)[0] == CHILD_GROUP)
         out.extend(picked)
     return out
-
-
-def farthest(buckets: ValueBuckets, center: int, group: int) -> int | None:
-    """The non-empty bucket of ``group`` farthest from ``center`` (the easy side on a tie: solved records do not
-    become informative again as the policy improves, hopeless ones may); ``None`` if the group is empty."""
-    lo, hi = buckets.lowest(group), buckets.highest(group)
-    if lo is None or hi is None:
-        return None
-    return hi if hi - center >= center - lo else lo
-
-
-def pick_in_bucket(buckets: ValueBuckets, group: int, bucket: int, rng: np.random.Generator) -> int:
-    """A uniformly random id of one non-empty slot."""
-    members = buckets.members(group, bucket)
-    return members[int(rng.integers(len(members)))]
-
-
-def extreme_id(buckets: ValueBuckets, lowest: bool, rng: np.random.Generator) -> int:
-    """A random id of the lowest (``lowest=True``) or highest non-empty bucket, over all groups."""
-    found = [(g, buckets.lowest(g) if lowest else buckets.highest(g)) for g in range(buckets.groups)]
-    found = [(g, b) for g, b in found if b is not None]
-    if not found:
-        raise IndexError("no scored records")
-    best = min(b for _, b in found) if lowest else max(b for _, b in found)
-    tied = [i for g, b in found if b == best for i in buckets.members(g, b)]
-    return tied[int(rng.integers(len(tied)))]

@@ -1,36 +1,17 @@
-"""How much of a batch explores never-measured (cold) records, and what the pool knows about its coverage (issue 23).
+"""What the pool knows about its coverage (issue 23): how far a cold draw lands from the target, which records recent
+batches trained, how big the frontier is, and the ``pool/*`` coverage metrics.
 
-``PoolConfig.exploration`` chooses the rule for the cold share ``c`` of a batch of ``k``:
+These are measurements, not a selection rule: ``feedback`` feeds them whatever strategy picked the batch, every
+strategy's run reports them (``pool/window_*``, ``pool/cold_distance``, ``pool/better_than_cold``, ...), and their
+state (``window``, ``cold_yield``, ``last_cold``) is checkpointed with the pool, where checkpoints written before
+the frontier selection moved to ``verl_ext/selection/frontier/`` keep it. HeaPA's exploration rule
+(``selection/frontier/exploration.py``) reads them through the public methods here: ``better_than_cold``,
+``frontier_size``, ``recently_trained``; it reports the share it chose with ``note_cold_share``.
 
-- ``greedy`` (default): a seat goes to a cold record when the frontier draw has no pick left that is expected
-  nearer the target than a cold draw. ``c = clip(1 - F_d / k, cold_fraction, 1)``, with ``d`` the distance from
-  ``target_pass_rate`` a cold draw is expected to read (``ColdYield``: the discounted mean ``|v - target|`` of
-  the estimates ``v`` that records drawn from the cold queue got at their first measurement: the scale the
-  frontier is ranked on) and ``F_d`` the picks the frontier draw would make within ``d`` of the target: the
-  scored seeds there, plus the children within ``d`` less the child distance penalty, at most the batch's
-  child budget. The draw walks outwards from the target, so after ``F_d`` records its next pick is expected to
-  be worse than a never-measured one. While the measured frontier is rich (``F_d >= (1 - cold_fraction) k``,
-  the usual case) the share is the floor ``cold_fraction``, the ``fixed`` rule; it rises only where the
-  frontier is thin relative to what the unmeasured part of the pool offers, and never where cold draws are
-  worse than the frontier (mostly solved or hopeless pools). Before any cold draw was measured, and under
-  ``boundary: median`` (whose draw is not centred on the target), ``c = cold_fraction``.
-  ``revisit_penalty`` p (0 = off) counts a seed trained v times as ``p * v`` farther from the target in
-  ``F_d``: opt-in, for runs where re-training one prompt is believed to teach less (docs/pool.md).
-- ``fixed``: ``c = cold_fraction`` (0.25 was chosen in the simulator on scenarios that measure every seed well
-  within the run).
-- ``adaptive``: ``c = clip(1 - F / (frontier_batches * k), cold_fraction, 1)``, with ``F`` the measured seeds
-  whose ranking value lies within ``frontier_band`` of ``target_pass_rate`` (the frontier set; children do not
-  count, their priors are shrunk towards 0.5): it keeps ``frontier_batches`` batches' worth of frontier in stock
-  whatever a cold draw is worth, and lost in the simulator where the frontier is thin by nature.
-
-``max_window_visits`` (any rule; ``None`` = off) bounds re-selection: a frontier pick already trained that many
-times in the last ``metrics_window`` steps goes back to the pool and its seat to a never-measured record, while
-the cold queue has any.
-
-Every rule takes cold records only while the cold queue has some, and all of them when the scored records cannot
-fill the batch. ``SelectionWindow`` keeps the records trained in the last ``metrics_window`` steps, for the
-coverage metrics (distinct records and visits per record per window); it and ``ColdYield`` are checkpointed with
-the pool.
+``better_than_cold`` (``F_d``) counts the picks the frontier draw would make within ``d`` of ``target_pass_rate``,
+``d`` the distance a cold draw is expected to read (``ColdYield``): the scored seeds there, plus the children
+within ``d`` less the child distance penalty, at most the batch's child budget; ``revisit_penalty`` p counts a
+seed trained v times as ``p * v`` farther. It reads the selection knobs it mirrors from ``PoolConfig``.
 """
 
 from __future__ import annotations
@@ -39,9 +20,7 @@ import math
 from collections import Counter, deque
 from typing import Any
 
-from verl_ext.pool.buckets import ValueBuckets
-
-SEED_GROUP, CHILD_GROUP = 0, 1
+from verl_ext.pool.buckets import CHILD_GROUP, SEED_GROUP, ValueBuckets
 
 
 def frontier_size(buckets: ValueBuckets, target: float, band: float, group: int = SEED_GROUP) -> int:
@@ -49,21 +28,6 @@ def frontier_size(buckets: ValueBuckets, target: float, band: float, group: int 
     lo = buckets.bucket_of_value(max(0.0, target - band))
     hi = buckets.bucket_of_value(min(1.0, target + band))
     return sum(len(buckets.members(group, b)) for b in range(lo, hi + 1))
-
-
-def greedy_cold_share(better: int, k: int, floor: float) -> float:
-    """``clip(1 - better / k, floor, 1)``: the rule of ``exploration: greedy`` (``better`` = ``F_d``)."""
-    if k <= 0:
-        return floor
-    return min(1.0, max(floor, 1.0 - better / k))
-
-
-def adaptive_cold_share(frontier: int, k: int, frontier_batches: float, floor: float) -> float:
-    """``clip(1 - frontier / (frontier_batches * k), floor, 1)``: the rule of ``exploration: adaptive``."""
-    if k <= 0:
-        return floor
-    thin = 1.0 - frontier / (frontier_batches * k) if frontier_batches > 0 else 0.0
-    return min(1.0, max(floor, thin))
 
 
 class ColdYield:
@@ -152,35 +116,17 @@ class SelectionWindow:
 _count_frontier = frontier_size  # the module function, under a name the mixin's method does not shadow
 
 
-class PoolExplorationMixin:
-    """``QueryPool``'s exploration: the cold share of a batch, the frontier set's size, the re-visit bound, the
-    coverage metrics. Uses the pool's ``config``, ``_cold``, ``_scored``, ``_window``, ``_cold_yield``,
-    ``_records``, ``_measured``, ``_last_cold``, ``ranking_value`` and ``_group``."""
+class PoolCoverageMixin:
+    """``QueryPool``'s coverage measurements. Uses the pool's ``config``, ``_cold``, ``_scored``, ``_window``,
+    ``_cold_yield``, ``_records``, ``_measured``, ``_last_cold`` and ``child_calibration``."""
 
-    def _cap_revisits(self, picked: list[int]) -> tuple[list[int], list[int]]:
-        """``max_window_visits``: frontier picks trained that many times in the window go back to the buckets and
-        their seats to cold records (while there are any). Returns ``(kept picks, cold replacements)``."""
-        limit = self.config.max_window_visits
-        if limit is None or not self._cold or not picked:
-            return picked, []
-        saturated = self._window.saturated(limit)
-        drop = [rid for rid in picked if rid in saturated][:len(self._cold)]
-        if not drop:
-            return picked, []
-        for rid in drop:
-            self._scored.insert(rid, self.ranking_value(rid), self._group(rid))
-        dropped = set(drop)
-        return [rid for rid in picked if rid not in dropped], [self._cold.pop()[0] for _ in drop]
+    def recently_trained(self, limit: int) -> set[int]:
+        """Ids trained at least ``limit`` times in the last ``metrics_window`` steps (the re-visit bound)."""
+        return self._window.saturated(limit)
 
-    def cold_share(self, k: int) -> float:
-        """The share of a batch of ``k`` the cold queue may take now (``exploration``; see ``exploration.py``)."""
-        cfg = self.config
-        if cfg.exploration == "fixed" or not self._cold:
-            return cfg.cold_fraction
-        if cfg.exploration == "greedy":
-            better = self.better_than_cold(k) if cfg.boundary == "target" else None
-            return cfg.cold_fraction if better is None else greedy_cold_share(better, k, cfg.cold_fraction)
-        return adaptive_cold_share(self.frontier_size(), k, cfg.frontier_batches, cfg.cold_fraction)
+    def note_cold_share(self, rule: float, drawn: float) -> None:
+        """Record the cold share a selection rule asked for and the share it drew (``pool/cold_share_*``)."""
+        self._last_cold = (rule, drawn)
 
     def better_than_cold(self, limit: int | None = None) -> int | None:
         """``F_d``: the picks the frontier draw would make nearer the target than a cold draw is expected to be
