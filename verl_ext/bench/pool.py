@@ -25,6 +25,7 @@ import numpy as np
 from tabulate import tabulate
 
 from verl_ext.pool import PoolConfig, QueryPool
+from verl_ext.selection.frontier import draw_batch
 
 PROMPT_CHARS = 500
 _FILLER = ("Let $x$ and $y$ be positive integers such that the sum of their squares is a prime number. "
@@ -67,7 +68,7 @@ def run_size(n: int, batch: int, steps: int, warmup: int = 3, seed: int = 0) -> 
         difficulty = rng.uniform(0.75, 1.33, size=batch).tolist()
         c_a = time.process_time()
         t_a = time.perf_counter()
-        ids = pool.sample(batch, step)
+        ids = draw_batch(pool, batch, step)
         t_b = time.perf_counter()
         c_b = time.process_time()
         true_p = np.array([pool.ranking_value(i) for i in ids])

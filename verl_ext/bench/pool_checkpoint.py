@@ -24,6 +24,7 @@ from tabulate import tabulate
 from verl_ext.adapters.pool_file import read_pool_file, write_pool_file
 from verl_ext.bench.pool import _prompt, rss_bytes
 from verl_ext.pool import PoolConfig, QueryPool
+from verl_ext.selection.frontier import draw_batch
 
 
 def _peak_rss_bytes() -> int:
@@ -57,7 +58,7 @@ def run_size(n: int, with_torch: bool) -> dict[str, Any]:
     pool.add_seeds_bulk([_prompt(i) for i in range(n)], [str(i) for i in range(n)], "math_dapo",
                         priors=rng.uniform(size=n).tolist())
     for step in range(20):
-        ids = pool.sample(512, step)
+        ids = draw_batch(pool, 512, step)
         pool.feedback({i: (int(rng.integers(0, 17)), 16) for i in ids}, step)
         pool.reinsert(step, 512)
     row: dict[str, Any] = {"n": n, "pool_rss_mb": rss_bytes() / 2**20}
@@ -71,7 +72,7 @@ def run_size(n: int, with_torch: bool) -> dict[str, Any]:
             restored.load_state_dict(read_pool_file(ref, folder))
             return restored
         restored, row["load_s"], row["load_cpu_s"], _ = _timed(load)
-        assert restored.sample(8, 99) == pool.sample(8, 99), "a restored pool must draw the same batch"
+        assert draw_batch(restored, 8, 99) == draw_batch(pool, 8, 99), "a restored pool must draw the same batch"
         del restored
         if with_torch:
             import torch  # the old path only: the pool itself never needs torch
