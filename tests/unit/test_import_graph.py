@@ -80,3 +80,12 @@ def test_the_core_imports_no_framework():
     known = modules()
     bad = {m: sorted(imports(m, p, known)[1] & set(FRAMEWORKS)) for m, p in known.items() if m.startswith(CORE)}
     assert {m: f for m, f in bad.items() if f} == {}
+
+
+def test_the_pool_stores_and_never_selects():
+    """Layering (issue 19): selection rules (HeaPA's frontier among them) read the pool through its public API;
+    the pool keeps storage, estimators, capacity and lineage and must not reach back into ``verl_ext.selection``."""
+    known = modules()
+    bad = {m: sorted(t for t in imports(m, p, known)[0] if t.startswith("verl_ext.selection"))
+           for m, p in known.items() if m.startswith("verl_ext.pool")}
+    assert {m: t for m, t in bad.items() if t} == {}
