@@ -188,7 +188,6 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         maybe_hang_for_test(self.global_steps, self.watchdog)
         sampler = self.batch_sampler
         sampler.set_step(self.global_steps)
-        sampler.select_seconds = 0.0
         if self.augment is not None:  # servers are awake now: the policy writes new problems during the rollout
             self.watchdog.stage("augment_fire")
             with marked_timer("heapa_augment_fire", timing_raw):

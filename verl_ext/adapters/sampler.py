@@ -73,7 +73,7 @@ class PoolBatchSampler(Sampler[list[int]]):
         self._outstanding: dict[int, None] = {}  # handed out, waiting for on_feedback / release_unused
         self._selections = 0
         self._short_selections = 0
-        self.select_seconds = 0.0  # wall time spent choosing prompts (reset by the trainer each step)
+        self.select_seconds = 0.0  # wall time spent choosing prompts for the current step (reset by set_step)
 
     # ----------------------------------------------------------------------------------------- wiring
     @property
@@ -81,8 +81,10 @@ class PoolBatchSampler(Sampler[list[int]]):
         return self._source.pool if hasattr(self._source, "pool") else self._source
 
     def set_step(self, step: int) -> None:
-        """The training step the next selections are made for (the trainer's ``global_steps``)."""
+        """The training step the next selections are made for (the trainer's ``global_steps``); its selection
+        time starts from zero."""
         self.step = int(step)
+        self.select_seconds = 0.0
 
     # ----------------------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[list[int]]:
