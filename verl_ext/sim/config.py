@@ -66,7 +66,7 @@ class LearnerConfig:
     prompt (what the policy could generalise from it, it has mostly taken), which the pool cannot observe.
     With 1 re-training a prompt teaches as much as a new one, so nothing rewards exploring the seed set.
     ``prompt_entropy_decay`` (opt-in, 0 = off, every shipped scenario): HIVE's probe reads ``(1 - decay) ** updates``
-    times the binary entropy, the policy-wide fall of a real prompt entropy while it trains (the CPU comparison:
+    times its noisy binary entropy (the scale moves, not the information), the policy-wide fall of a real prompt entropy while it trains (the CPU comparison:
     1.3 -> 0.4 nats in 40 steps, about 0.03 a step), which a probe ranked against older measurements mistakes for
     certainty."""
 
