@@ -35,6 +35,8 @@ class Interval:
 
     def words(self, better: str, worse: str) -> str:
         """``better`` when the whole interval lies above zero, ``worse`` below, else 'no difference shown'."""
+        if self.n == 0:
+            return "no seed to compare (not reached)"
         if self.n < 2:
             return "one seed: no interval"
         if self.n < MIN_SEEDS:

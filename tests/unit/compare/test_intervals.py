@@ -36,6 +36,7 @@ def test_words_follow_the_interval():
     assert paired_bootstrap([-0.02, -0.03, -0.025]).words("higher", "lower") == "lower"
     assert "no difference shown" in paired_bootstrap([0.03, -0.02, 0.01, -0.01]).words("higher", "lower")
     assert paired_bootstrap([0.5]).words("higher", "lower") == "one seed: no interval"
+    assert paired_bootstrap([]).words("higher", "lower") == "no seed to compare (not reached)"
     two = paired_bootstrap([0.5, 0.5])  # two seeds that agree: a zero-width range, not an interval
     assert two.low == two.high == 0.5 and two.words("higher", "lower") == "2 seeds: too few for a verdict"
 
