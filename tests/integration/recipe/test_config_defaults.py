@@ -8,7 +8,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from recipe.heapa.config_defaults import DEFAULTS_FILE, defaults, differences, main, render
+from recipe.heapa.config_defaults import DEFAULTS_FILE, defaults, differences, load_file, main, render
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[3] / "recipe" / "heapa" / "config")
 RECIPE_ONLY = {"heapa.augmentation.prompt_preset"}  # resolved by the recipe into AugmentConfig prompt fields
@@ -23,7 +23,7 @@ def _leaves(data: dict, key: str = "heapa") -> list[str]:
 
 
 def test_generated_defaults_match_the_models():
-    diff = differences(defaults(), yaml.safe_load(DEFAULTS_FILE.read_text(encoding="utf-8")))
+    diff = differences(defaults(), load_file())
     assert not diff, "heapa_defaults.yaml is stale (python -m recipe.heapa.config_defaults):\n" + "\n".join(diff)
     assert DEFAULTS_FILE.read_text(encoding="utf-8") == render()
     assert main(["--check"]) == 0
