@@ -17,7 +17,6 @@ are reported or dropped per ``RowFormat.duplicates``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
