@@ -22,6 +22,7 @@ from pydantic import Field, field_validator, model_validator
 from verl_ext.config_model import Bool, Float, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
 
 REUSE_MODES = ("replace", "append")
+EXTEND_RULES = ("unsolved", "mixed")
 CORRECTIONS = ("tis", "none")
 
 
@@ -89,6 +90,14 @@ class AR3POConfig:
     AR3PO run and a GRPO run with the same ceiling compare directly. All sizes are *unverified* knobs (the paper
     reports ~5.7 responses/prompt late in training).
 
+    ``extend``: which prompts the later stages go to. ``unsolved`` (the paper's rule): prompts with no correct
+    response yet, so a hard prompt gets more chances and reuse fills it if it stays all wrong. ``mixed``: prompts
+    whose group already has both a correct and a wrong response, filled up to the ceiling; a group that is all
+    correct or all wrong after stage 1 stops there. Why both: ``unsolved`` spends the later stages on the prompts
+    that teach nothing unless a later stage or the bank finds a success; on a single pass over a hard dataset the
+    bank never fires and it lost to GRPO at equal rollouts (docs/ar3po.md), while ``mixed`` spends them where the
+    group already has an advantage.
+
     ``success_threshold``: rewards here are verl's per-trajectory ``acc`` (0/1 for math); 0.5 separates them
     without trusting float equality. Raise it for partial-credit rewards. *Unverified* knob.
     """
@@ -99,6 +108,7 @@ class AR3POConfig:
     max_stages: PositiveInt = 4
     max_per_prompt: PositiveInt = 16
     success_threshold: Float = 0.5
+    extend: Literal[EXTEND_RULES] = "unsolved"
     reuse: ReuseConfig = field(default_factory=ReuseConfig)
 
     @model_validator(mode="after")

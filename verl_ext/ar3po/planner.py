@@ -11,8 +11,9 @@ the simulator and by any framework. In training, verl's agent-loop workers drive
         plan = planner.next_stage()            # {id: k_s} for still-unsolved prompts, {} when finished
     groups = planner.groups()                  # {id: [acc, ...]} for GRPO and for reuse
 
-Rules: a prompt stops once any response is correct; an unsolved prompt continues while stages < ``max_stages``
-and responses < ``max_per_prompt`` (the last grant is trimmed to the cap). Order follows ``begin``'s order.
+Rules (``extend: unsolved``, the paper's): a prompt stops once any response is correct; an unsolved prompt
+continues while stages < ``max_stages`` and responses < ``max_per_prompt`` (the last grant is trimmed to the cap).
+``extend: mixed`` continues only prompts whose group holds both a correct and a wrong response. Order follows ``begin``'s order.
 Complexity: ``begin``/``next_stage``/``summary`` O(prompts); ``record`` O(responses recorded).
 """
 
@@ -93,12 +94,19 @@ class StagePlanner:
             return {}
         grants = {}
         for pid in self._order:
-            if pid in self._solved_at:
+            if not self._extends(pid):
                 continue
             room = cfg.max_per_prompt - len(self._accs[pid])
             if room > 0:
                 grants[pid] = min(cfg.k_s, room)
         return grants
+
+    def _extends(self, pid: Hashable) -> bool:
+        """Whether prompt ``pid`` gets a later stage under the ``extend`` rule."""
+        if self.config.extend == "unsolved":
+            return pid not in self._solved_at
+        accs = self._accs[pid]
+        return pid in self._solved_at and not all(self.config.is_correct(a) for a in accs)
 
     def next_stage(self) -> dict[Hashable, int]:
         """``{id: n}`` for the next stage; ``{}`` once finished (then ``done()`` is True)."""

@@ -122,3 +122,26 @@ def test_state_errors():
     bad["pending"] = [[5, 1]]
     with pytest.raises(ValueError, match="unknown prompt ids"):
         p.load_state_dict(bad)
+
+
+def test_extend_mixed_fills_only_groups_with_signal():
+    """``extend: mixed``: all-correct and all-wrong groups stop after stage 1; mixed ones fill to the ceiling."""
+    p = StagePlanner(AR3POConfig(k1=2, k_s=2, max_stages=4, max_per_prompt=8, extend="mixed"))
+    answers = {"easy": [1, 1], "mixed": [1, 0, 0, 0, 1, 1, 0, 0], "hard": [0, 0]}
+    plans = _drive(p, ["easy", "mixed", "hard"], answers)
+    assert plans == [{"easy": 2, "mixed": 2, "hard": 2}, {"mixed": 2}, {"mixed": 2}, {"mixed": 2}, {}]
+    assert p.responses() == {"easy": 2, "mixed": 8, "hard": 2}
+    assert p.unsolved() == ["hard"] and p.summary()["zero_adv_before"] == 2
+
+
+def test_extend_mixed_planned_size_round_trips():
+    from verl_ext.ar3po import planned_size
+    cfg = AR3POConfig(k1=4, k_s=4, max_stages=2, max_per_prompt=8, extend="mixed")
+    assert planned_size(cfg, [0, 0, 0, 0]) == 4
+    assert planned_size(cfg, [1, 1, 1, 1]) == 4
+    assert planned_size(cfg, [0, 1, 0, 0, 0, 0, 0, 0]) == 8
+
+
+def test_extend_rejects_unknown_rule():
+    with pytest.raises(ValueError, match="extend"):
+        AR3POConfig.from_dict({"extend": "always"})

@@ -6,8 +6,9 @@ from hypothesis import strategies as st
 from verl_ext.ar3po import AR3POConfig, ResponseBank, ReuseConfig, StagePlanner
 
 configs = st.builds(
-    lambda k1, k_s, stages, extra: AR3POConfig(k1=k1, k_s=k_s, max_stages=stages, max_per_prompt=k1 + extra),
-    st.integers(1, 6), st.integers(1, 6), st.integers(1, 5), st.integers(0, 12),
+    lambda k1, k_s, stages, extra, extend: AR3POConfig(k1=k1, k_s=k_s, max_stages=stages, max_per_prompt=k1 + extra,
+                                                       extend=extend),
+    st.integers(1, 6), st.integers(1, 6), st.integers(1, 5), st.integers(0, 12), st.sampled_from(["unsolved", "mixed"]),
 )
 # per prompt: probability-free stream of rewards long enough for any plan (0/1 draws)
 streams = st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=64, max_size=64), min_size=0, max_size=8)
@@ -23,8 +24,12 @@ def test_planner_invariants(cfg, rows):
     stages = 0
     while plan:
         stages += 1
-        before_solved = set(planner.solved_at())
-        assert not before_solved & set(plan), "a solved prompt never gets more"
+        if stages > 1 and cfg.extend == "unsolved":
+            assert not set(planner.solved_at()) & set(plan), "a solved prompt never gets more"
+        if stages > 1 and cfg.extend == "mixed":
+            for pid in plan:
+                got = set(rows[pid][:granted[pid]])
+                assert got == {0.0, 1.0}, "only a group with signal gets more"
         for pid, n in plan.items():
             assert n >= 1
             granted[pid] += n
@@ -40,6 +45,10 @@ def test_planner_invariants(cfg, rows):
     assert sum(s["responses_hist"].values()) == len(ids)
     for pid in ids:
         got = rows[pid][:responses[pid]]
+        if cfg.extend == "mixed":  # all-equal after stage 1 stops there; a mixed group uses every stage or the cap
+            first = set(rows[pid][:cfg.k1])
+            assert responses[pid] == (cfg.max_responses() if first == {0.0, 1.0} else cfg.k1)
+            continue
         if pid in planner.solved_at():  # stops exactly at the stage of the first correct response
             assert 1.0 in got
         else:  # unsolved prompts used every stage or hit the cap
