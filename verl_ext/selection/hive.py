@@ -44,6 +44,7 @@ selections together: ``hive/prune_rate`` = pruned / verified).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
@@ -54,8 +55,12 @@ from verl_ext.config_model import Float, Fraction, NonNegInt, PositiveInt
 from verl_ext.selection.registry import register_strategy
 from verl_ext.selection.table import TableStrategy, check_k, results_arrays, top_k
 
+logger = logging.getLogger(__name__)
 EntropyFn = Callable[[list[int]], Mapping[int, float]]
-HIVE_STATE_VERSION = 2  # 2: per-source reference windows, sticky pruning (``pruned_at``)
+# 2: per-source reference windows, sticky pruning (``pruned_at``); 3: ``prompt_scale`` names the scale of the stored
+# prompt entropies (``relative`` to each verification's median under ``prune_reference: candidates``, else ``raw``)
+HIVE_STATE_VERSION = 3
+_READABLE_VERSIONS = (2, 3)
 PRUNE_REFERENCES = ("candidates", "window")
 _STEP_COUNTERS = ("verified", "pruned", "collapsed", "low", "cleared", "pruned_selected", "from_rest", "selected")
 
@@ -271,9 +276,12 @@ class HiveStrategy(TableStrategy):
                     "hive/blocked": float(self._blocked)})
         return out
 
+    def _prompt_scale(self) -> str:
+        return "relative" if self.prune_reference == "candidates" else "raw"
+
     def _extra_state(self) -> dict[str, Any]:
-        return {"hive": {"version": HIVE_STATE_VERSION, "ref_prompt": self.ref_prompt.state_dict(),
-                         "ref_response": self.ref_response.state_dict()}}
+        return {"hive": {"version": HIVE_STATE_VERSION, "prompt_scale": self._prompt_scale(),
+                         "ref_prompt": self.ref_prompt.state_dict(), "ref_response": self.ref_response.state_dict()}}
 
     def _load_extra_state(self, state: Mapping[str, Any]) -> None:
         hive = state.get("hive")
@@ -281,7 +289,18 @@ class HiveStrategy(TableStrategy):
             self.ref_prompt.load_state_dict([])
             self.ref_response.load_state_dict([])
             return
-        if hive.get("version") != HIVE_STATE_VERSION:
-            raise ValueError(f"hive state has version {hive.get('version')!r}; this code reads {HIVE_STATE_VERSION}")
-        self.ref_prompt.load_state_dict(hive["ref_prompt"])
+        if hive.get("version") not in _READABLE_VERSIONS:
+            raise ValueError(f"hive state has version {hive.get('version')!r}; this code reads {_READABLE_VERSIONS}")
         self.ref_response.load_state_dict(hive["ref_response"])
+        saved_scale = hive.get("prompt_scale", "raw")  # version 2 stored raw readings under either rule
+        if saved_scale == self._prompt_scale():
+            self.ref_prompt.load_state_dict(hive["ref_prompt"])
+            return
+        # Readings on another scale would be compared with this run's in the collapse rule (a raw 0.4-1.3 nats
+        # against readings near 1): the prompt-entropy history restarts instead; pass rates and pruning state stay.
+        logger.warning("hive: the checkpoint's prompt entropies are %s, this run stores them %s "
+                       "(prune_reference=%s): their history restarts", saved_scale, self._prompt_scale(),
+                       self.prune_reference)
+        self.ref_prompt.load_state_dict([])
+        self.stats.column("ent_sum")[:] = 0.0
+        self.stats.column("ent_weight")[:] = 0.0

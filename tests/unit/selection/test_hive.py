@@ -222,3 +222,26 @@ def test_response_entropy_history_drives_the_utility_and_old_states_load():
     again = HiveStrategy(entropy_weight=1.0, seed=0)
     again.load_state_dict(state)
     assert np.isnan(again.response_entropy(np.array([1]))[0]) and not again.pruned(np.array([1, 2])).any()
+
+
+def test_prompt_entropy_history_on_another_scale_restarts_on_resume():
+    """A checkpoint whose stored prompt entropies are raw (version 2, or the window rule) does not feed raw nats
+    into the relative collapse rule: that history restarts, the rest of the state loads."""
+    probe = lambda ids: {i: 0.4 + 0.01 * i for i in ids}  # noqa: E731
+    raw = HiveStrategy(prompt_entropy=probe, prune_reference="window", seed=1)
+    raw.observe({0: (3, 8), 1: (5, 8)}, step=0)
+    raw.select(make_pool(), 4, step=0)
+    state = json.loads(json.dumps(raw.state_dict()))
+    assert state["hive"]["prompt_scale"] == "raw"
+    measured = np.arange(20)[~np.isnan(raw.history_entropy(np.arange(20)))]
+    assert len(measured)
+    same = HiveStrategy(prompt_entropy=probe, prune_reference="window")
+    same.load_state_dict(state)
+    assert np.allclose(same.history_entropy(measured), raw.history_entropy(measured))
+    version2 = {**state, "hive": {k: v for k, v in state["hive"].items() if k != "prompt_scale"} | {"version": 2}}
+    for old in (state, version2):
+        rel = HiveStrategy(prompt_entropy=probe)  # prune_reference: candidates stores relative readings
+        rel.load_state_dict(old)
+        assert np.isnan(rel.history_entropy(measured)).all() and len(rel.ref_prompt) == 0
+        assert np.allclose(rel.pass_rate(np.array([0, 1])), raw.pass_rate(np.array([0, 1])))
+        assert np.array_equal(rel.pruned(np.arange(20)), raw.pruned(np.arange(20)))
