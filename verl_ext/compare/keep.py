@@ -46,20 +46,30 @@ def _git_commit(path: Path) -> str | None:
 
 
 def keep_run(run_dir: Path, into: Path) -> Path:
-    """Copy ``run_dir/metrics.jsonl`` trimmed to ``into/<run_dir name>/``; returns the new folder."""
+    """Copy ``run_dir/metrics.jsonl`` (and a resumed run's earlier ``metrics.attempt-<k>.jsonl``) trimmed to
+    ``into/<run_dir name>/``; returns the new folder. Attempt files the source no longer has are removed, so a
+    re-kept run is exactly its source."""
     source = run_dir / "metrics.jsonl"
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no metrics file (is {run_dir} a launcher's run folder?)")
     dest = into / run_dir.name
     dest.mkdir(parents=True, exist_ok=True)
-    lines = [t for t in map(trim_line, source.read_text(encoding="utf-8").splitlines()) if t is not None]
-    tmp = dest / "metrics.jsonl.tmp"
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(dest / "metrics.jsonl")
-    meta = {"source": str(run_dir.resolve()), "lines": len(lines), "kept_prefixes": list(KEPT_PREFIXES),
-            "git_commit": _git_commit(Path(__file__).resolve().parent), "kept_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    files = sorted(run_dir.glob("metrics.attempt-*.jsonl")) + [source]
+    counts = {}
+    for src in files:
+        lines = [t for t in map(trim_line, src.read_text(encoding="utf-8").splitlines()) if t is not None]
+        tmp = dest / (src.name + ".tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.replace(dest / src.name)
+        counts[src.name] = len(lines)
+    for stale in dest.glob("metrics.attempt-*.jsonl"):
+        if stale.name not in counts:
+            stale.unlink()
+    meta = {"source": str(run_dir.resolve()), "lines": sum(counts.values()), "files": counts,
+            "kept_prefixes": list(KEPT_PREFIXES), "git_commit": _git_commit(Path(__file__).resolve().parent),
+            "kept_at": time.strftime("%Y-%m-%d %H:%M:%S")}
     (dest / "run.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    logger.info("kept %s -> %s (%d lines)", run_dir, dest, len(lines))
+    logger.info("kept %s -> %s (%d lines in %d files)", run_dir, dest, meta["lines"], len(files))
     return dest
 
 

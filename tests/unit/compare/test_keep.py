@@ -35,3 +35,23 @@ def test_kept_runs_make_the_same_table(tmp_path, make_run_dir):
 def test_a_folder_without_metrics_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no metrics file"):
         keep_run(tmp_path, tmp_path / "kept")
+
+
+def test_a_resumed_runs_attempts_are_kept_and_merge(tmp_path):
+    """The launcher moves a resumed run's earlier log to metrics.attempt-<k>.jsonl: keep copies every attempt, so
+    the kept run still has its first steps, and a re-keep drops attempt files the source no longer has."""
+    from verl_ext.compare.runs import load_runs
+
+    run = tmp_path / "grpo_s0"
+    run.mkdir()
+    row = lambda step, acc: json.dumps({"step": step, "data": {"val-core/arith/acc/mean@1": acc}})  # noqa: E731
+    (run / "metrics.attempt-1.jsonl").write_text(row(0, 0.1) + "\n" + row(40, 0.2) + "\n")
+    (run / "metrics.jsonl").write_text(row(40, 0.25) + "\n" + row(80, 0.3) + "\n")
+    kept = keep_run(run, tmp_path / "kept")
+    assert sorted(p.name for p in kept.glob("metrics*.jsonl")) == ["metrics.attempt-1.jsonl", "metrics.jsonl"]
+    (merged,) = load_runs(str(kept))
+    accs = {step: data["val-core/arith/acc/mean@1"] for step, data in merged.steps.items()}
+    assert accs == {0: 0.1, 40: 0.25, 80: 0.3}
+    (run / "metrics.attempt-1.jsonl").unlink()
+    keep_run(run, tmp_path / "kept")
+    assert [p.name for p in kept.glob("metrics*.jsonl")] == ["metrics.jsonl"]
