@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default="auto",
                    help="method every other is compared with, paired by seed with bootstrap intervals "
                         "('auto' = grpo when present; 'none' to leave it out)")
+    p.add_argument("--tail-from", type=float, default=None,
+                   help="also report the mean of each run's validations at or after this rollout count, and its "
+                        "paired difference (a steadier end point than one validation)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib needed)")
     return p
 
@@ -89,7 +92,8 @@ def interval_row_dict(row: dict) -> dict:
 
     return {"method": row["method"], "baseline": row["baseline"], "final": iv(row["final"]),
             "at_budget": {str(int(b)): iv(x) for b, x in row["at_budget"].items()},
-            "rollouts_to_target_log_ratio": iv(row["rollouts_to_target"]), "reading": reading(row)}
+            "rollouts_to_target_log_ratio": iv(row["rollouts_to_target"]), "reading": reading(row),
+            **({"tail": iv(row["tail"])} if "tail" in row else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,18 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     budgets = parse_floats(args.budgets, "--budgets") or [default_budget(summaries)]
     target = resolve_target(args.target, summaries)
     for s in summaries:
-        s.evaluate_at(budgets, target)
+        s.evaluate_at(budgets, target, args.tail_from)
     stats = {m: method_stats(group, budgets) for m, group in group_by_method(summaries).items()}
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown(stats, budgets, target)
+    table = markdown(stats, budgets, target, args.tail_from)
     baseline = resolve_baseline(args.baseline, stats)
     rows = against_baseline(summaries, baseline, budgets) if baseline else []
     if rows:
         table += "\n" + markdown_against_baseline(rows, budgets)
     table += diagnostics_table(runs)
     (out / "table.md").write_text(table, encoding="utf-8")
-    summary = {"budgets": budgets, "target": target, "val_source": args.val_source or "mean over data sources",
+    summary = {"budgets": budgets, "target": target, "tail_from": args.tail_from, "val_source": args.val_source or "mean over data sources",
                "methods": stats, "runs": [s.as_dict() for s in summaries],
                "sources": {r.name: r.source for r in runs},
                "against_baseline": [interval_row_dict(r) for r in rows]}

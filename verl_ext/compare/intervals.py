@@ -111,6 +111,10 @@ def against_baseline(summaries: Sequence, baseline: str, budgets: Sequence[float
         final = lambda s: s.val_final  # noqa: E731
         row["final"] = paired_bootstrap(paired(_by_seed(summaries, method, final),
                                                _by_seed(summaries, baseline, final)), resamples)
+        tail = lambda s: s.val_tail  # noqa: E731
+        if any(getattr(s, "val_tail", None) is not None for s in summaries):  # only with --tail-from
+            row["tail"] = paired_bootstrap(paired(_by_seed(summaries, method, tail),
+                                                  _by_seed(summaries, baseline, tail)), resamples)
         to_target = lambda s: s.rollouts_to_target  # noqa: E731
         row["rollouts_to_target"] = paired_bootstrap(paired_log_ratio(
             _by_seed(summaries, method, to_target), _by_seed(summaries, baseline, to_target)), resamples)
@@ -125,6 +129,8 @@ def reading(row: dict) -> str:
         budget, iv = max(row["at_budget"].items())
         parts.append(f"accuracy at {budget:,.0f} rollouts: " + iv.words("higher", "lower"))
     parts.append("final accuracy: " + row["final"].words("higher", "lower"))
+    if "tail" in row:
+        parts.append("mean of the late validations: " + row["tail"].words("higher", "lower"))
     parts.append("rollouts to target: " + row["rollouts_to_target"].words("more", "fewer"))
     return "; ".join(parts)
 
@@ -134,13 +140,15 @@ def markdown_against_baseline(rows: Sequence[dict], budgets: Sequence[float]) ->
     if not rows:
         return ""
     head = (["method", "vs", "seeds"] + [f"Δ acc @ {b:,.0f}" for b in budgets]
-            + ["Δ final acc", "rollouts to target (ratio)", "reading"])
+            + ["Δ final acc"] + (["Δ late mean"] if any("tail" in r for r in rows) else [])
+            + ["rollouts to target (ratio)", "reading"])
     cells = []
     for row in rows:
         n = max([row["final"].n] + [iv.n for iv in row["at_budget"].values()])
         line = [row["method"], row["baseline"], str(n)]
         line += [fmt_points(row["at_budget"][float(b)]) for b in budgets]
-        cells.append(line + [fmt_points(row["final"]), fmt_ratio(row["rollouts_to_target"]), reading(row)])
+        tail = [fmt_points(row["tail"]) if "tail" in row else "n/a"] if any("tail" in r for r in rows) else []
+        cells.append(line + [fmt_points(row["final"])] + tail + [fmt_ratio(row["rollouts_to_target"]), reading(row)])
     align = ("left", "left") + ("right",) * (len(head) - 3) + ("left",)
     table = tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True, colalign=align)
     return table + ("\n\nDifferences in accuracy points, method minus baseline, paired by seed; [95 % percentile "

@@ -77,3 +77,24 @@ def test_bad_arguments(tmp_path, make_run_dir):
         main([str(a), "--out", str(tmp_path / "o"), "--target", "40", "--no-plots"])
     with pytest.raises(SystemExit, match="--budgets"):
         main([str(a), "--out", str(tmp_path / "o"), "--budgets", "lots", "--no-plots"])
+
+
+def test_tail_mean_averages_the_late_validations_and_pairs_them(tmp_path, make_run_dir):
+    """--tail-from R: the mean of each run's validations at or after R rollouts, and its paired difference."""
+    runs = []
+    for seed, shift in enumerate((0.02, 0.03, 0.04)):
+        runs.append(make_run_dir(f"heapa_dapo_s{seed}", val_shift=shift))
+        runs.append(make_run_dir(f"grpo_s{seed}", grpo=True, val_shift=shift / 2))
+    out = tmp_path / "cmp"
+    assert main([*map(str, runs), "--out", str(out), "--tail-from", "64", "--no-plots"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    base = 0.34375
+    # validations at steps 2 and 4 (GRPO: 64 and 128 rollouts; HeaPA-DAPO: 260 and 520): mean = base + 3 * shift
+    grpo = summary["methods"]["grpo"]
+    assert grpo["val_tail"]["mean"] == pytest.approx(base + 3 * 0.015)
+    assert grpo["val_tail_count"]["mean"] == 2
+    [row] = summary["against_baseline"]
+    assert row["tail"]["mean"] == pytest.approx(3 * 0.015) and row["tail"]["low"] > 0
+    assert "mean of the late validations: higher" in row["reading"]
+    table = squash((out / "table.md").read_text())
+    assert "| mean val acc from 64 |" in table and "(of 2)" in table and "Δ late mean" in table
