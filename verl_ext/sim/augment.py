@@ -38,10 +38,12 @@ class SimAugmenter:
         self.counts = dict.fromkeys(("generations", "parse_failed", "teacher_calls", "accepted", "accepted_invalid",
                                      "rejected", "dropped_parent_gone", "linked"), 0)
 
-    def fire(self, ids: np.ndarray, passes: np.ndarray, n: int, step: int) -> None:
-        """Ask the policy for children of the chosen parents of this batch; verdicts become ready later."""
+    def fire(self, ids: np.ndarray, passes: np.ndarray, n: int | np.ndarray, step: int) -> None:
+        """Ask the policy for children of the chosen parents of this batch; verdicts become ready later.
+        ``n``: the group size, one for all or one per group (AR3PO's groups differ)."""
         cfg, rng = self.config, self._rng
-        rates = {int(i): float(p) / n for i, p in zip(ids, passes)}
+        sizes = np.broadcast_to(n, np.shape(ids))
+        rates = {int(i): float(p) / int(m) for i, p, m in zip(ids, passes, sizes)}
         parents = select_parents(self.parent_config, rates, self._parent_rng)
         per = self.parent_config.num_per_prompt
         m = len(parents) * per

@@ -2,7 +2,8 @@
 
 Rollouts-to-target of a run that never reached the target is *censored* at the budget: the mean then counts it
 as the budget (a lower bound on the true cost) and the cell is marked ``>``; the ``reached`` column says how
-often that happened. Intervals are Student-t intervals of the mean over seeds (seeds are independent runs).
+often that happened. Intervals are Student-t intervals of the mean over seeds (seeds are independent runs); paired
+comparisons (``paired_against``: one seed = the same data) use ``verl_ext.compare.intervals``' bootstrap.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from verl_ext.compare.intervals import Interval, paired_bootstrap
 from verl_ext.sim.runner import RunResult
 
 # Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (beyond: the normal 1.96). No scipy needed.
@@ -110,6 +112,54 @@ def format_matrix(by_scenario: dict[str, list[StrategySummary]], baseline: str =
         lines.append(cells)
     return tabulate(lines, headers=["strategy", *by_scenario], tablefmt="pipe", disable_numparse=True,
                     colalign=("left",) + ("right",) * len(by_scenario))
+
+
+def _to_target(r: RunResult) -> float:
+    """Rollouts to target, censored at the rollouts spent when never reached (as ``summarise``)."""
+    return float(r.rollouts_to_target if r.rollouts_to_target is not None else r.rollouts[-1])
+
+
+def paired_against(results: Sequence[RunResult], method: str, baseline: str,
+                   resamples: int = 10_000) -> dict[str, Interval]:
+    """``method`` minus ``baseline`` paired by seed (same data, same test set), with percentile bootstrap intervals
+    over seeds (``verl_ext.compare.intervals.paired_bootstrap``): ``to_target`` (rollouts, censored values as in
+    ``summarise``) and ``accuracy`` (final). ``censored``: pairs in which either run never reached the target."""
+    mine = {r.seed: r for r in results if r.strategy == method}
+    base = {r.seed: r for r in results if r.strategy == baseline}
+    seeds = sorted(set(mine) & set(base))
+    to_target = [_to_target(mine[s]) - _to_target(base[s]) for s in seeds]
+    accuracy = [mine[s].final_accuracy - base[s].final_accuracy for s in seeds]
+    censored = sum(mine[s].rollouts_to_target is None or base[s].rollouts_to_target is None for s in seeds)
+    return {"to_target": paired_bootstrap(to_target, resamples), "accuracy": paired_bootstrap(accuracy, resamples),
+            "censored": censored}
+
+
+def format_allocation_table(results: Sequence[RunResult], baselines: dict[str, str]) -> str:
+    """Rollout-allocation comparison (Markdown): per strategy, rollouts to target (mean, reached/seeds), final
+    accuracy, responses per prompt, reused groups and steps per run; for strategies named in ``baselines``
+    (method -> base), the paired differences against the base with 95% bootstrap intervals over seeds
+    (``*``: some pairs censored at the budget, so that difference is a bound)."""
+    groups: dict[str, list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(r.strategy, []).append(r)
+    cells = []
+    for name, runs in groups.items():
+        reached = sum(r.rollouts_to_target is not None for r in runs)
+        row = [name, f"{'>' if reached < len(runs) else ''}{np.mean([_to_target(r) for r in runs]):,.0f}",
+               f"{reached}/{len(runs)}", f"{np.mean([r.final_accuracy for r in runs]):.3f}",
+               f"{np.mean([r.responses_per_prompt for r in runs]):.2f}", f"{np.mean([r.reused for r in runs]):,.0f}",
+               f"{np.mean([r.steps for r in runs]):,.0f}", "", ""]
+        if name in baselines:
+            diff = paired_against(results, name, baselines[name])
+            t, a = diff["to_target"], diff["accuracy"]
+            mark = "*" if diff["censored"] else ""
+            row[-2] = f"{t.mean:+,.0f} [{t.low:+,.0f}, {t.high:+,.0f}]{mark}"
+            row[-1] = f"{a.mean * 100:+.1f} [{a.low * 100:+.1f}, {a.high * 100:+.1f}]"
+        cells.append(row)
+    head = ["strategy", "rollouts to target", "reached", "final acc", "responses/prompt", "reused groups", "steps",
+            "Δ rollouts to target vs base", "Δ final acc (points) vs base"]
+    return tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True,
+                    colalign=("left",) + ("right",) * (len(head) - 1))
 
 
 def mean_curve(runs: Sequence[RunResult], grid: np.ndarray) -> np.ndarray:

@@ -4,7 +4,8 @@ The loop is the recipe's step (DESIGN "The step, as data flows") with the GPU pa
 ``SyntheticWorld``: select (the real strategy on the real ``QueryPool``) -> rollouts -> ``pool.feedback`` and
 ``strategy.observe`` -> policy update -> augmentation fire and integrate -> lineage ``step`` -> ``pool.reinsert``
 -> test accuracy. Simulator strategy names map to registry strategies plus options (``SIM_STRATEGIES``):
-``heapa`` is ``boundary`` with augmentation and lineage; ``oracle`` and ``hive`` get the world's callbacks.
+``heapa`` is ``boundary`` with augmentation and lineage; ``oracle`` and ``hive`` get the world's callbacks; the
+``*_ar3po*`` names draw each step's responses with AR3PO's staged allocation and reuse (``verl_ext.sim.rollout``).
 
 Determinism: every random stream derives from ``numpy.random.SeedSequence(seed)``; the data (prompt
 difficulties, topics, test set) depends on the seed only, so all strategies of one seed see the same prompts.
@@ -25,6 +26,7 @@ from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import Strategy, build_strategy, get_strategy_class
 from verl_ext.sim.augment import SimAugmenter
 from verl_ext.sim.config import ScenarioConfig
+from verl_ext.sim.rollout import StagedRollout, ar3po_config, fixed_rollout
 from verl_ext.sim.world import SyntheticWorld
 
 
@@ -37,7 +39,12 @@ class SimStrategy:
     lineage: bool = False
     pool: dict[str, Any] = field(default_factory=dict)  # PoolConfig fields over the scenario's (ablations)
     options: dict[str, Any] = field(default_factory=dict)  # strategy options under the scenario's (ablations)
+    ar3po: dict[str, Any] | None = None  # AR3POConfig fields: staged groups up to train.n, reuse; None = fixed n
 
+
+# stages of 4 up to the scenario's train.n (the ceiling), reuse of a success banked within 64 steps
+AR3PO_SIM: dict[str, Any] = {"k1": 4, "k_s": 4, "max_stages": 4, "extend": "unsolved",
+                             "reuse": {"enabled": True, "mode": "replace", "max_age": 64}}
 
 SIM_STRATEGIES: dict[str, SimStrategy] = {
     "uniform": SimStrategy("uniform"),
@@ -56,6 +63,11 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "mopps": SimStrategy("mopps"),
     "greso": SimStrategy("greso"),
     "oracle": SimStrategy("oracle"),
+    # AR3PO's allocation (docs/ar3po.md): the paper's rule (later stages to unsolved prompts) and `mixed`
+    "uniform_ar3po": SimStrategy("uniform", ar3po=AR3PO_SIM),
+    "uniform_ar3po_mixed": SimStrategy("uniform", ar3po={**AR3PO_SIM, "extend": "mixed"}),
+    "heapa_ar3po": SimStrategy("boundary", augment=True, lineage=True, ar3po=AR3PO_SIM),
+    "heapa_ar3po_mixed": SimStrategy("boundary", augment=True, lineage=True, ar3po={**AR3PO_SIM, "extend": "mixed"}),
 }
 
 StrategyFactory = Callable[[SyntheticWorld, int], Strategy]
@@ -65,7 +77,8 @@ StrategyFactory = Callable[[SyntheticWorld, int], Strategy]
 class RunResult:
     """What one run measured. ``rollouts[i]``/``accuracy[i]``: cumulative training responses and test accuracy
     after evaluation i (index 0 = before training). Augmentation generations, teacher calls and HIVE's
-    verification forward passes are counted apart from training rollouts."""
+    verification forward passes are counted apart from training rollouts. ``responses``: training responses
+    generated in all; ``reused``: groups that learned from a banked success (AR3PO reuse; never generated now)."""
 
     strategy: str
     seed: int
@@ -79,6 +92,8 @@ class RunResult:
     augment: dict[str, int] = field(default_factory=dict)
     verify_forwards: int = 0
     pool_metrics: dict[str, float] = field(default_factory=dict)
+    responses: int = 0
+    reused: int = 0
     wall_s: float = 0.0
 
     @property
@@ -93,6 +108,11 @@ class RunResult:
     def final_accuracy(self) -> float:
         """Accuracy when the rollout budget was spent (or the pool ran dry)."""
         return self.accuracy[-1]
+
+    @property
+    def responses_per_prompt(self) -> float:
+        """Mean generated responses per group (``train.n`` for fixed groups)."""
+        return self.responses / self.groups if self.groups else 0.0
 
     @property
     def zero_variance_share(self) -> float:
@@ -162,8 +182,10 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
         strat = build_sim_strategy(strategy, config, world, strategy_seed, probe)
     refresher = LineageRefresher(pool, config.lineage_config()) if spec.lineage else None
     augmenter = SimAugmenter(config.augment, world, pool, refresher, rng_aug) if spec.augment else None
+    staged = (StagedRollout(ar3po_config(spec.ar3po, config.train), world, n_train)
+              if spec.ar3po is not None else None)
 
-    result = _train(config, world, pool, strat, augmenter, refresher)
+    result = _train(config, world, pool, strat, augmenter, refresher, staged)
     result.strategy, result.seed = strategy, seed
     result.augment = dict(augmenter.counts) if augmenter else {}
     result.verify_forwards = probe.calls
@@ -173,8 +195,10 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
 
 
 def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat: Strategy,
-           augmenter: SimAugmenter | None, refresher: LineageRefresher | None) -> RunResult:
-    """The step loop, until the rollout budget is spent or the pool has nothing left to hand out."""
+           augmenter: SimAugmenter | None, refresher: LineageRefresher | None,
+           staged: StagedRollout | None = None) -> RunResult:
+    """The step loop, until the rollout budget is spent or the pool has nothing left to hand out. Feedback,
+    observe, augmentation and the cost hear the generated groups (size m each); the update also the reused success."""
     train = config.train
     k, n = train.batch_size, train.n
     out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
@@ -184,16 +208,18 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
         if not batch:
             break
         ids = np.asarray(batch, dtype=np.int64)
-        passes = world.rollout(ids, n)
-        results = {int(i): (int(p), n) for i, p in zip(ids, passes)}
+        draw = fixed_rollout(world, ids, n) if staged is None else staged(ids, step)
+        passes, sizes = draw.passes, draw.sizes
+        results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}
         pool.feedback(results, step)
         strat.observe(results, step)
-        world.learn(ids, passes, n, batch_size=k)
-        spent += len(ids) * n
+        world.learn(ids, draw.learn_passes, sizes, batch_size=k)
+        spent += int(sizes.sum())
         out.groups += len(ids)
-        out.zero_variance_groups += int(np.count_nonzero((passes == 0) | (passes == n)))
+        out.reused += draw.reused
+        out.zero_variance_groups += int(np.count_nonzero((passes == 0) | (passes == sizes)))
         if augmenter is not None:
-            augmenter.fire(ids, passes, n, step)
+            augmenter.fire(ids, passes, sizes, step)
             augmenter.integrate(step)
         if refresher is not None:
             refresher.step(step)
@@ -202,5 +228,5 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
         if step % train.eval_every == 0 or spent >= train.budget_rollouts:
             out.rollouts.append(spent)
             out.accuracy.append(world.test_accuracy())
-    out.steps = step
+    out.steps, out.responses = step, spent
     return out

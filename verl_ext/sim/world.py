@@ -5,9 +5,10 @@ learner needs exactly the properties that make that choice matter, and nothing m
 
 - a prompt's solve probability is an item-response curve of the policy's ability
   (``sigmoid(a * (ability[topic] + memo - difficulty))``), so the capability frontier is where it is near 0.5;
-- each step draws ``n`` Bernoulli rollouts per prompt; groups with all-equal outcomes carry no GRPO signal, so
-  only the reward spread of mixed groups (``2*sqrt(q(1-q))``, 1 at q=0.5) moves the ability, averaged over the
-  batch (zero-variance groups dilute the update, as in a token-mean loss);
+- each step draws ``n`` Bernoulli rollouts per prompt (AR3PO: a size per group); groups with all-equal outcomes
+  carry no GRPO signal, so only the reward spread of mixed groups (``2*sqrt(q(1-q))``, the mean |advantage| per
+  response, 1 at q=0.5) moves the ability, averaged over the batch's responses as GRPO's loss averages over rows
+  (zero-variance groups dilute the update; a group of m responses weighs m);
 - gains go mostly to the group's topic and partly (``transfer``) to all topics; per-prompt memorisation
   (``memo``) makes re-training one prompt worth less and does not reach the test set; opt-in, ``repeat_decay``
   discounts a prompt's share of the update by how often it was trained before (diminishing returns); a random walk
@@ -103,22 +104,28 @@ class SyntheticWorld:
         return dict(zip(arr.tolist(), h.tolist()))
 
     # ------------------------------------------------------------------ training
-    def rollout(self, ids: np.ndarray, n: int) -> np.ndarray:
-        """Passes out of ``n`` Bernoulli rollouts per record."""
+    def rollout(self, ids: np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        """Passes out of ``n`` Bernoulli rollouts per record (``n``: one count for all, or one per record)."""
         return self._roll.binomial(n, self.solve_prob(ids))
 
-    def learn(self, ids: np.ndarray, passes: np.ndarray, n: int, batch_size: int | None = None) -> None:
+    def learn(self, ids: np.ndarray, passes: np.ndarray, n: int | np.ndarray, batch_size: int | None = None) -> None:
         """One policy update from the batch's groups, then the drift of the frontier (see module docstring).
 
-        The gain is averaged over ``batch_size`` (the nominal batch; default the groups given): a strategy that
-        hands out a short batch gets a proportionally smaller update, not a full one for fewer rollouts."""
+        ``n``: the group size, one for all or one per group. Every response weighs the same, as in GRPO's loss
+        (docs/ar3po.md "The update is GRPO's, whatever the group sizes"): the gain is ``sum m*spread / sum m``.
+        Group weights are ``m / mean(m)``, exactly 1.0 when all sizes are equal, so fixed-n runs are unchanged.
+        The gain is then scaled by groups / ``batch_size`` (the nominal batch; default the groups given): a
+        strategy that hands out a short batch gets a proportionally smaller update, not a full one for fewer
+        rollouts. Memorisation follows each group's own spread, whatever its size."""
         cfg = self.learner
         ids = np.asarray(ids, dtype=np.int64)
         self.updates += 1
         if len(ids):
-            q = passes / n
+            sizes = np.broadcast_to(np.asarray(n, dtype=np.float64), ids.shape)
+            q = passes / sizes
             spread = 2.0 * np.sqrt(q * (1.0 - q))
             teach = spread if cfg.repeat_decay == 1.0 else spread * cfg.repeat_decay ** self.trained[ids]
+            teach = teach * (sizes / sizes.mean())
             own = np.bincount(self.topic[ids], weights=teach, minlength=self.n_topics)
             gain = (1.0 - cfg.transfer) * self.n_topics * own + cfg.transfer * teach.sum()
             self.ability += cfg.learning_rate * gain / max(len(ids), batch_size or 0)

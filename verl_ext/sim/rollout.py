@@ -1,0 +1,85 @@
+"""A step's rollouts in the simulator: GRPO's fixed groups, or AR3PO's staged groups with response reuse.
+
+Why the real AR3PO core: the allocation rule under test is ``verl_ext.ar3po``'s ``StagePlanner`` and the reuse is
+its ``ResponseBank``, so the simulator measures the code the recipe runs; only generation is replaced by the
+world's Bernoulli draws (one ``binomial`` per stage; responses within a stage are exchangeable, so the order of
+successes inside a stage cannot change the planner's decisions). The planner keys groups by batch position, so a
+record that appears twice in one batch gets two groups, as in the recipe; the bank keys by record id and reuses
+a stored success for the first of them only.
+
+What each consumer hears (as in the recipe): ``passes``/``sizes`` are the generated outcomes (pool feedback,
+``strategy.observe``, augmentation, rollout cost); ``learn_passes`` adds the reused success, for the update only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from verl_ext.ar3po import AR3POConfig, ResponseBank, StagePlanner
+from verl_ext.sim.config import TrainConfig
+from verl_ext.sim.world import SyntheticWorld
+
+
+@dataclass
+class StepRollout:
+    """One step's groups: generated ``passes`` out of ``sizes``; ``learn_passes`` = ``passes`` plus reused
+    successes (what the update sees); ``reused`` groups that got a banked success."""
+
+    passes: np.ndarray
+    sizes: np.ndarray
+    learn_passes: np.ndarray
+    reused: int = 0
+
+
+def fixed_rollout(world: SyntheticWorld, ids: np.ndarray, n: int) -> StepRollout:
+    """GRPO: ``n`` responses for every prompt, one draw for the batch (the stream every fixed-n run has used)."""
+    passes = world.rollout(ids, n)
+    return StepRollout(passes, np.full(len(ids), n, dtype=np.int64), passes)
+
+
+def ar3po_config(options: dict[str, Any], train: TrainConfig) -> AR3POConfig:
+    """``AR3POConfig`` from a simulator strategy's ``ar3po`` fields; the ceiling defaults to the scenario's
+    ``train.n``, so the staged group never exceeds the fixed-n group it is compared with."""
+    return AR3POConfig.from_dict({"max_per_prompt": train.n, **options, "enabled": True})
+
+
+class StagedRollout:
+    """AR3PO's rollout for one run: a planner per step, a bank across steps. ``reuse.mode`` must be ``replace``
+    (group sizes stay what was generated; ``append`` would change the rollout cost the simulator compares)."""
+
+    def __init__(self, config: AR3POConfig, world: SyntheticWorld, records: int) -> None:
+        if config.reuse.enabled and config.reuse.mode != "replace":
+            raise ValueError(f"simulator AR3PO supports reuse.mode 'replace' only, got {config.reuse.mode!r}")
+        self.config, self.world = config, world
+        self.planner = StagePlanner(config)
+        self.bank = ResponseBank(config)
+        if self.bank.capacity is None:  # capacity 0: one prompt's entries for every seed record, as the recipe
+            self.bank.set_capacity(config.reuse.per_prompt * max(records, 1))
+
+    def __call__(self, ids: np.ndarray, step: int) -> StepRollout:
+        cfg = self.config
+        plan = self.planner.begin(range(len(ids)))
+        while plan:
+            pos = np.fromiter(plan.keys(), dtype=np.int64, count=len(plan))
+            counts = np.fromiter(plan.values(), dtype=np.int64, count=len(plan))
+            drawn = self.world.rollout(ids[pos], counts)
+            self.planner.record({int(j): [1.0] * int(p) + [0.0] * int(c - p)
+                                 for j, p, c in zip(pos, drawn, counts)})
+            plan = self.planner.next_stage()
+        groups = self.planner.groups()
+        sizes = np.array([len(groups[j]) for j in range(len(ids))], dtype=np.int64)
+        passes = np.array([sum(cfg.is_correct(a) for a in groups[j]) for j in range(len(ids))], dtype=np.int64)
+        learn_passes = passes.copy()
+        reused = 0
+        if cfg.reuse.enabled:
+            record_of = {j: int(i) for j, i in enumerate(ids)}
+            plans = self.bank.plan_reuse(groups, step, record_of=record_of)
+            for j in plans:  # replace: one wrong response becomes the banked success
+                learn_passes[j] += 1
+            reused = len(plans)
+            for j in np.flatnonzero(passes > 0):  # bank the fresh successes after planning, as the recipe does
+                self.bank.put(int(ids[j]), {"token_ids": [step], "acc": 1.0}, step)
+        return StepRollout(passes, sizes, learn_passes, reused)
