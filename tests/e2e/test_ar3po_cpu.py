@@ -57,7 +57,8 @@ def _overrides(assets: Path, seeds: Path, out: Path, *, steps: int, resume_from:
         "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
-        "heapa.ar3po.k1=1", "heapa.ar3po.k_s=1", "heapa.teacher.backend=programmatic",
+        # the paper's rule with stages of 1: easy prompts stop at once, hard ones take every stage, reuse fills them
+        "heapa.ar3po.extend=unsolved", "heapa.ar3po.k1=1", "heapa.ar3po.k_s=1", "heapa.teacher.backend=programmatic",
         f"heapa.trace_file={out / 'trace.jsonl'}",
         "trainer.logger=[console,file]", "trainer.project_name=ar3po_e2e", "trainer.experiment_name=ar3po_grpo",
         f"trainer.total_training_steps={steps}", "trainer.save_freq=2", "trainer.test_freq=-1",

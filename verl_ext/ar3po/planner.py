@@ -13,7 +13,8 @@ the simulator and by any framework. In training, verl's agent-loop workers drive
 
 Rules (``extend: unsolved``, the paper's): a prompt stops once any response is correct; an unsolved prompt
 continues while stages < ``max_stages`` and responses < ``max_per_prompt`` (the last grant is trimmed to the cap).
-``extend: mixed`` continues only prompts whose group holds both a correct and a wrong response. Order follows ``begin``'s order.
+``extend: mixed`` (the default) continues only prompts whose group holds both a correct and a wrong response.
+Order follows ``begin``'s order.
 Complexity: ``begin``/``next_stage``/``summary`` O(prompts); ``record`` O(responses recorded).
 """
 

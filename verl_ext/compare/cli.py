@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         table += "\n" + markdown_against_baseline(rows, budgets)
     table += diagnostics_table(runs)
     (out / "table.md").write_text(table, encoding="utf-8")
-    summary = {"budgets": budgets, "target": target, "tail_from": args.tail_from, "val_source": args.val_source or "mean over data sources",
+    summary = {"budgets": budgets, "target": target, "tail_from": args.tail_from,
+               "val_source": args.val_source or "mean over data sources",
                "methods": stats, "runs": [s.as_dict() for s in summaries],
                "sources": {r.name: r.source for r in runs},
                "against_baseline": [interval_row_dict(r) for r in rows]}

@@ -6,8 +6,8 @@ validated at different rollout counts are compared at the same count; a budget p
 missing), the rollouts of its first validation at or above the target accuracy, the mean zero-signal share
 over its training steps and, with ``tail_from``, the mean of its validations at or after that rollout count
 (one validation of 512 problems at T=1 carries ~1.5-1.9 points of sampling noise; the mean of several is a
-steadier reading of where a run levels off). Per method: the mean, the sample standard deviation (n-1; 0 for one seed) and the
-number of seeds that contributed.
+steadier reading of where a run levels off). Per method: the mean, the sample standard deviation (n-1; 0 for one
+seed) and the number of seeds that contributed.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ def markdown(stats: dict[str, dict], budgets: Sequence[float], target: float | N
     rollouts to target, zero-signal share."""
     tail_head = [f"mean val acc from {tail_from:,.0f}"] if tail_from is not None else []
     header = ["method", "seeds"] + [f"val acc @ {int(b):,} rollouts" for b in budgets] + [
-        "final val acc"] + tail_head + ["gain", f"rollouts to {100 * target:.1f}%" if target is not None else "rollouts to target",
+        "final val acc"] + tail_head + [
+        "gain", f"rollouts to {100 * target:.1f}%" if target is not None else "rollouts to target",
         "zero-signal share", "rollouts (total)"]
     rows = []
     for method, s in stats.items():

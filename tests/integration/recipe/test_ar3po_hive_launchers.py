@@ -44,9 +44,10 @@ def test_launcher_composes_validates_and_sets_the_stages(script, method, device,
     n = cfg.actor_rollout_ref.rollout.n
     if "ar3po" in method:
         assert s.ar3po.enabled and s.ar3po.max_per_prompt == n
-        # GPU: stages of 4 up to GRPO's n=16; CPU: stages of 2 up to the embedded default's n=8
+        # GPU: stages of 4 up to GRPO's n=16; CPU: the same stages up to the embedded default's n=8
         assert (n, s.ar3po.k1, s.ar3po.k_s, s.ar3po.max_responses()) == ((16, 4, 4, 16) if device == "gpu"
-                                                                          else (8, 2, 2, 8))
+                                                                          else (8, 4, 4, 8))
+        assert s.ar3po.extend == "mixed"
     else:
         assert s.selection_name == "hive" and s.hive.verify and not s.ar3po.enabled
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -57,7 +58,7 @@ def test_launcher_composes_validates_and_sets_the_stages(script, method, device,
 
 def test_default_methods_and_user_overrides_win():
     ar3po = _dry_run("run_ar3po_qwen.sh", "cpu", "heapa.ar3po.k1=1").stdout.splitlines()
-    assert "method=ar3po_grpo" in ar3po and ar3po[-1] == "heapa.ar3po.k1=1"  # after the script's k1=2
+    assert "method=ar3po_grpo" in ar3po and ar3po[-1] == "heapa.ar3po.k1=1"  # the user's override comes last
     assert "method=hive_grpo" in _dry_run("run_hive_qwen.sh", "cpu").stdout.splitlines()
 
 

@@ -114,7 +114,7 @@ def _on_batch(stage, batch, step):
 
 
 def _stage(mode="replace", weight=1.0, correction="none"):
-    cfg = AR3POConfig(enabled=True, k1=2, k_s=2, max_stages=2, max_per_prompt=4,
+    cfg = AR3POConfig(extend="unsolved", enabled=True, k1=2, k_s=2, max_stages=2, max_per_prompt=4,
                       reuse=ReuseConfig(mode=mode, weight=weight, correction=correction, capacity=64))
     return Ar3poStage(cfg, "acc", with_log_probs=True)
 

@@ -8,7 +8,7 @@ from verl_ext.ar3po import AR3POConfig, StagePlanner, planned_size, stage_accoun
 
 
 def _cfg(**kw):
-    return AR3POConfig(**{"k1": 2, "k_s": 3, "max_stages": 3, "max_per_prompt": 7, **kw})
+    return AR3POConfig(**{"extend": "unsolved", "k1": 2, "k_s": 3, "max_stages": 3, "max_per_prompt": 7, **kw})
 
 
 def test_stage_of_follows_the_stage_sizes():
@@ -52,7 +52,7 @@ def test_groups_the_planner_produces_always_account_cleanly(k1, k_s, stages, cap
     stages and solves the planner reports."""
     if k1 > cap:
         return
-    cfg = AR3POConfig(k1=k1, k_s=k_s, max_stages=stages, max_per_prompt=cap)
+    cfg = AR3POConfig(extend="unsolved", k1=k1, k_s=k_s, max_stages=stages, max_per_prompt=cap)
     planner = StagePlanner(cfg)
     ids = list(range(len(outcomes)))
     plan = planner.begin(ids)

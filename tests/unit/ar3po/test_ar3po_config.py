@@ -73,3 +73,8 @@ def test_rollout_core_imports_no_heavy_frameworks():
     root = Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out.strip() == "[]"
+
+
+def test_the_default_extends_mixed_groups():
+    """The default rule is ``mixed`` (docs/ar3po.md: the paper's ``unsolved`` lost to GRPO on a single pass)."""
+    assert AR3POConfig().extend == "mixed" and AR3POConfig(extend="unsolved").extend == "unsolved"

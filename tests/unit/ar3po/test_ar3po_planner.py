@@ -24,7 +24,7 @@ def _drive(planner, ids, answers):
 
 
 def test_solved_in_stage_one_stops_unsolved_continue_to_max_stages():
-    p = StagePlanner(AR3POConfig(k1=4, k_s=4, max_stages=3, max_per_prompt=16))
+    p = StagePlanner(AR3POConfig(extend="unsolved", k1=4, k_s=4, max_stages=3, max_per_prompt=16))
     answers = {"easy": [1, 0, 0, 0], "mid": [0] * 4 + [0, 0, 1, 0], "hard": [0] * 12}
     plans = _drive(p, ["easy", "mid", "hard"], answers)
     assert plans == [{"easy": 4, "mid": 4, "hard": 4}, {"mid": 4, "hard": 4}, {"hard": 4}, {}]
@@ -42,21 +42,21 @@ def test_solved_in_stage_one_stops_unsolved_continue_to_max_stages():
 
 
 def test_cap_trims_last_stage():
-    p = StagePlanner(AR3POConfig(k1=4, k_s=8, max_stages=5, max_per_prompt=14))
+    p = StagePlanner(AR3POConfig(extend="unsolved", k1=4, k_s=8, max_stages=5, max_per_prompt=14))
     plans = _drive(p, [7], {7: [0] * 14})
     assert plans == [{7: 4}, {7: 8}, {7: 2}, {}]
     assert p.responses() == {7: 14} and p.stage == 3
 
 
 def test_all_solved_in_stage_one_is_one_stage():
-    p = StagePlanner(AR3POConfig())
+    p = StagePlanner(AR3POConfig(extend="unsolved"))
     plans = _drive(p, [1, 2], {1: [1, 1, 1, 1], 2: [0, 1, 1, 1]})
     assert plans == [{1: 4, 2: 4}, {}]
     assert p.summary()["zero_adv_before"] == 1  # prompt 1 is all-correct: no signal either
 
 
 def test_results_may_arrive_in_pieces_and_done_tracks_it():
-    p = StagePlanner(AR3POConfig(k1=2, k_s=2, max_stages=2))
+    p = StagePlanner(AR3POConfig(extend="unsolved", k1=2, k_s=2, max_stages=2))
     p.begin(["a"])
     p.record({"a": [0]})
     assert not p.done()
@@ -70,7 +70,7 @@ def test_results_may_arrive_in_pieces_and_done_tracks_it():
 
 
 def test_driving_errors_are_loud_and_change_nothing():
-    p = StagePlanner(AR3POConfig(k1=2))
+    p = StagePlanner(AR3POConfig(extend="unsolved", k1=2))
     with pytest.raises(PlannerError, match="before begin"):
         p.record({"a": [1]})
     with pytest.raises(PlannerError, match="before begin"):
@@ -88,14 +88,14 @@ def test_driving_errors_are_loud_and_change_nothing():
 
 
 def test_begin_resets_and_empty_step_is_done():
-    p = StagePlanner(AR3POConfig())
+    p = StagePlanner(AR3POConfig(extend="unsolved"))
     _drive(p, [1], {1: [0] * 16})
     assert p.begin([]) == {} and p.done() and p.groups() == {}
     assert p.begin([2]) == {2: 4} and p.groups() == {2: []}
 
 
 def test_state_round_trip_mid_step_resumes_exactly():
-    cfg = AR3POConfig(k1=2, k_s=3, max_stages=3, max_per_prompt=7)
+    cfg = AR3POConfig(extend="unsolved", k1=2, k_s=3, max_stages=3, max_per_prompt=7)
     answers = {1: [0, 0, 0, 1, 0], 2: [1, 1], 3: [0] * 7}
     a = StagePlanner(cfg)
     a.begin([1, 2, 3])
@@ -113,7 +113,7 @@ def test_state_round_trip_mid_step_resumes_exactly():
 
 
 def test_state_errors():
-    p = StagePlanner(AR3POConfig())
+    p = StagePlanner(AR3POConfig(extend="unsolved"))
     state = p.state_dict()
     with pytest.raises(ValueError, match="schema_version"):
         p.load_state_dict({**state, "schema_version": 99})
