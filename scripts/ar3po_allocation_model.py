@@ -5,7 +5,7 @@ a group has an advantage depends on how pass rates are spread over the prompts, 
 measure. This fits a beta distribution of pass rates to the share of n-response groups by number correct (the
 `feedback/*` bands every method logs) and draws prompts from it through each rule, so a rule's responses per prompt
 and share of rows with a non-zero advantage can be read before a run. On the CPU comparison it predicts what the
-runs then measured (docs/ar3po.md): 5.79 responses per prompt and 0.25 of rows with signal for the paper's rule
+runs then measured (docs/ar3po.md): 5.81 responses per prompt and 0.25 of rows with signal for the paper's rule
 with stages of 2 (measured 5.70 / 0.26), 5.34 and 0.50 for `mixed` with stages of 4 (measured 5.44 / 0.52), 0.46
 for GRPO's fixed groups of 8 (measured 0.47).
 
@@ -20,6 +20,8 @@ import sys
 from math import comb, lgamma
 
 import numpy as np
+
+from verl_ext.ar3po import AR3POConfig, planned_size
 
 # GRPO on the CPU comparison, seeds 3-5, mean over 40 steps of n=8 groups: all wrong, 1-2 correct, 3-4, 5-6, 7,
 # all correct (feedback/frac_all_wrong, band_0_25, band_25_50, band_50_75, band_75_100, frac_all_correct)
@@ -46,17 +48,17 @@ def fit_beta(bands: tuple[float, ...], n: int = 8) -> tuple[float, float]:
 
 
 def simulate(p: np.ndarray, rng: np.random.Generator, k1: int, k_s: int, cap: int, extend: str | None) -> tuple:
-    """(responses per prompt, share of rows with a non-zero advantage) for one rule; extend None = fixed groups."""
+    """(responses per prompt, share of rows with a non-zero advantage) for one rule; extend None = fixed groups.
+
+    The stage rule is the recipe's own (``verl_ext.ar3po.planned_size`` drives a real ``StagePlanner``): each prompt
+    draws ``cap`` outcomes in generation order and keeps the first ``planned_size`` of them."""
+    cfg = None if extend is None else AR3POConfig(k1=k1, k_s=k_s, max_stages=cap, max_per_prompt=cap, extend=extend)
     rows = signal = 0
     for pi in p:
-        group = list(rng.random(k1) < pi)
-        while extend is not None and len(group) < cap:
-            mixed = any(group) and not all(group)
-            if (extend == "unsolved" and any(group)) or (extend == "mixed" and not mixed):
-                break
-            group += list(rng.random(min(k_s, cap - len(group))) < pi)
+        outcomes = (rng.random(cap) < pi).astype(float)
+        group = outcomes[:k1] if cfg is None else outcomes[:planned_size(cfg, outcomes.tolist())]
         rows += len(group)
-        signal += len(group) if any(group) and not all(group) else 0
+        signal += len(group) if 0 < group.sum() < len(group) else 0
     return rows / len(p), signal / rows
 
 
