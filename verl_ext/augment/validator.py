@@ -34,8 +34,9 @@ class AsyncValidator:
     """A bounded queue + worker threads in front of a ``Teacher``; results are drained by the trainer.
 
     ``capacity`` bounds the queue (a full queue drops new candidates, counted); the inbox of accepted results is
-    bounded by ``inbox_capacity`` (default: ``capacity``). Result order follows completion, which depends on
-    thread timing; callers needing determinism sort drained items by their own keys.
+    bounded by ``inbox_capacity`` (default: ``capacity``). Which results a drain sees depends on thread timing;
+    their order does not: ``drain`` returns them in submission order, so ids the caller hands out (the pool's
+    child ids) do not follow whichever worker thread finished first.
     """
 
     def __init__(
@@ -61,7 +62,7 @@ class AsyncValidator:
         self._queue: deque[tuple[int, Candidate]] = deque()
         self._in_flight: dict[int, Candidate] = {}
         self._started: dict[int, float] = {}  # seq -> monotonic start of the teacher call (the age metric)
-        self._inbox: deque[tuple[Candidate, Verdict]] = deque()
+        self._inbox: deque[tuple[int, Candidate, Verdict]] = deque()  # (submission seq, ...)
         self._outcomes: Counter[str] = Counter()
         self._stats: Counter[str] = Counter()
         self._latency: deque[float] = deque(maxlen=latency_window)
@@ -123,9 +124,9 @@ class AsyncValidator:
         return queued
 
     def drain(self) -> list[tuple[Candidate, Verdict]]:
-        """All accepted (candidate, verdict) pairs finished since the last drain."""
+        """All accepted (candidate, verdict) pairs finished since the last drain, in submission order."""
         with self._cond:
-            out = list(self._inbox)
+            out = [(cand, verdict) for _, cand, verdict in sorted(self._inbox, key=lambda item: item[0])]
             self._inbox.clear()
             self._stats["drained"] += len(out)
         return out
@@ -186,7 +187,8 @@ class AsyncValidator:
             return {
                 "schema": SCHEMA_VERSION,
                 "pending": [c.to_dict() for _, c in pending],
-                "inbox": [{"candidate": c.to_dict(), "verdict": v.to_dict()} for c, v in self._inbox],
+                "inbox": [{"candidate": c.to_dict(), "verdict": v.to_dict()}
+                          for _, c, v in sorted(self._inbox, key=lambda item: item[0])],
                 "outcomes": dict(self._outcomes),
                 "stats": dict(self._stats),
             }
@@ -207,7 +209,10 @@ class AsyncValidator:
             self._queue.clear()
             self._in_flight.clear()
             self._started.clear()
-            self._inbox = deque(inbox)
+            self._inbox = deque()
+            for cand, verdict in inbox:  # saved in submission order; fresh seqs keep that order
+                self._seq += 1
+                self._inbox.append((self._seq, cand, verdict))
             self._outcomes = Counter({str(k): int(v) for k, v in state.get("outcomes", {}).items()})
             self._stats = Counter({str(k): int(v) for k, v in state.get("stats", {}).items()})
             for cand in pending:
@@ -262,5 +267,5 @@ class AsyncValidator:
                     if len(self._inbox) >= self.inbox_capacity:
                         self._stats["dropped_inbox_full"] += 1
                     else:
-                        self._inbox.append((cand, verdict))
+                        self._inbox.append((seq, cand, verdict))
             self._cond.notify_all()

@@ -79,6 +79,42 @@ def test_outcomes_counted_once_each(make_validator, caplog: pytest.LogCaptureFix
     assert m["teacher/latency_p95_s"] >= m["teacher/latency_p50_s"] >= 0.0
 
 
+class ReverseTeacher:
+    """Candidate ``k`` of ``n`` is judged only after ``n-1-k`` others finished: the last submitted finishes first."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.validator: AsyncValidator | None = None
+
+    def validate(self, candidate: Candidate) -> Verdict:
+        k = int(candidate.text)
+        deadline = time.monotonic() + 5
+        while sum(self.validator.outcome_counts().values()) < self.n - 1 - k:
+            assert time.monotonic() < deadline, f"candidate {k} waited too long"
+            time.sleep(0.001)
+        return Verdict.accept(candidate.text, "1", 1.0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_drain_returns_submission_order_whatever_the_finishing_order(make_validator) -> None:
+    """The pool numbers children in drain order; completion order follows thread timing and must not leak into
+    ids (a pinned run once swapped two children's ids under load)."""
+    teacher = ReverseTeacher(6)
+    v = make_validator(teacher, workers=6, capacity=100, start=False)
+    teacher.validator = v
+    assert v.submit(_cands(*map(str, range(6)))) == 6
+    v.start()
+    assert v.wait_idle(5)
+    saved = v.state_dict()
+    assert [d["candidate"]["text"] for d in saved["inbox"]] == list(map(str, range(6)))
+    assert [c.text for c, _ in v.drain()] == list(map(str, range(6)))
+    restored = make_validator(ProgrammaticTeacher(), workers=1, start=False)
+    restored.load_state_dict(saved)
+    assert [c.text for c, _ in restored.drain()] == list(map(str, range(6)))
+
+
 def test_full_queue_drops_and_counts(make_validator) -> None:
     v = make_validator(GatedTeacher(), workers=1, capacity=3, start=False)
     assert v.submit(_cands("a", "b", "c", "d", "e")) == 3
