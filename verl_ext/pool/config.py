@@ -20,7 +20,7 @@ from verl_ext.pool.errors import ConfigError
 from verl_ext.pool.estimators import build_estimator
 
 SAMPLING_MODES = ("medium_only", "mixed")
-BOUNDARIES = ("target", "median")
+BOUNDARIES = ("target", "median", "signal")
 EVICTIONS = ("farthest", "paper")
 REINSERT_TRIGGERS = ("below_batch", "always", "never")
 EXPLORATIONS = ("adaptive", "fixed", "greedy")
@@ -53,7 +53,10 @@ class PoolConfig:
 
     - ``max_pool_size``: live records (cold + scored + in flight); inserts beyond it evict (spec section 1).
     - ``boundary``: where the frontier is. ``target``: records whose estimate is nearest ``target_pass_rate``
-      (holds in every pool shape); ``median``: the paper's split at rank ``low_fraction``.
+      (holds in every pool shape); ``median``: the paper's split at rank ``low_fraction``; ``signal``: every
+      scored record may be drawn, with weight ``v(1-v)`` of its estimate ``v`` (how likely its group is mixed), so
+      a record at 0.85 comes half as often as one at 0.5 instead of never (``target_pass_rate`` only centres the
+      greedy exploration count and the frontier metrics there).
     - ``target_pass_rate``: the pass rate ``target`` aims at (0.5: a group is most likely mixed there).
     - ``candidate_ratio``: ``target`` draws the batch at random from this many times ``need`` nearest records
       (1 = the nearest ones; ``median`` always uses the paper's 2).

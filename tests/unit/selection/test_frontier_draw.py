@@ -154,3 +154,79 @@ def test_undrained_evicted_feed_stays_bounded():
         pool.add_child(f"c{j}", "a", "s", 0, 1.0, step=0)
     assert len(pool._evicted_pending) <= 4096
     assert pool.counters()["feed_dropped_evicted"] > 0 and pool.metrics()["pool/evicted"] == 10_000
+
+
+# ------------------------------------------------------------------ boundary: signal (weight v(1-v), no hard edge)
+def test_signal_draws_in_proportion_to_v_times_one_minus_v():
+    """0.85 comes about half as often as 0.5 (0.1275 / 0.25), 0.25 three quarters; exact 0/1 records sit in the
+    end buckets (weight ~0.0005) and are all but never drawn."""
+    from verl_ext.pool.buckets import ValueBuckets
+    from verl_ext.selection.frontier.draw import signal_draw
+
+    values = {0.0: [], 0.25: [], 0.5: [], 0.85: [], 1.0: []}
+    buckets, rid = ValueBuckets(1000, 2), 0
+    for v, ids in values.items():
+        for _ in range(500):
+            buckets.insert(rid, v)
+            ids.append(rid)
+            rid += 1
+    rng = np.random.default_rng(0)
+    counts = dict.fromkeys(values, 0)
+    of = {i: v for v, ids in values.items() for i in ids}
+    for _ in range(400):
+        batch = signal_draw(buckets, 16, rng)
+        assert len(set(batch)) == 16
+        for i in batch:
+            counts[of[i]] += 1
+    assert 0.43 < counts[0.85] / counts[0.5] < 0.60 and 0.66 < counts[0.25] / counts[0.5] < 0.84
+    assert counts[0.0] + counts[1.0] < 0.01 * sum(counts.values())
+
+
+def test_signal_takes_every_record_left_when_asked_for_more():
+    from verl_ext.pool.buckets import ValueBuckets
+    from verl_ext.selection.frontier.draw import signal_draw
+
+    buckets = ValueBuckets(100, 2)
+    for i, v in enumerate([0.3, 0.3, 0.6, 0.9, 0.0]):
+        buckets.insert(i, v)
+    got = signal_draw(buckets, 10, np.random.default_rng(1))
+    assert sorted(got) == [0, 1, 2, 3, 4]  # the 0.0 record is in bucket 0: weight 0.0025, still drawable
+
+
+def test_signal_respects_the_child_budget_and_penalty():
+    from verl_ext.pool.buckets import CHILD_GROUP, ValueBuckets
+    from verl_ext.selection.frontier.draw import signal_draw
+
+    buckets = ValueBuckets(100, 2)
+    for i in range(50):
+        buckets.insert(i, 0.5)
+        buckets.insert(100 + i, 0.5, group=CHILD_GROUP)
+    rng = np.random.default_rng(2)
+    for _ in range(50):
+        assert sum(1 for i in signal_draw(buckets, 20, rng, child_budget=3) if i >= 100) <= 3
+    # a penalty of 0.35 weighs a 0.5 child as a 0.15 record: 0.1275 / 0.25 of a seed
+    kids = sum(1 for _ in range(200) for i in signal_draw(buckets, 4, rng, child_penalty=35) if i >= 100)
+    assert 0.25 < kids / 800 < 0.42
+    # a penalty past 0.5 leaves children at weight 0
+    assert not any(i >= 100 for i in signal_draw(buckets, 60, rng, child_penalty=60))
+
+
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.sampled_from([0.0, 0.1, 0.5, 0.7, 0.95, 1.0]), min_size=1, max_size=80),
+       k=st.integers(1, 40), seed=st.integers(0, 100))
+def test_signal_batches_are_full_distinct_and_seeded(values, k, seed):
+    """Through ``draw_batch``: never short while records are left (zero-weight ones fill the last seats), never a
+    repeated id, and the same seed gives the same batch."""
+    a = draw_batch(pool_with(values, seed=seed, boundary="signal"), k, step=0)
+    b = draw_batch(pool_with(values, seed=seed, boundary="signal"), k, step=0)
+    assert a == b and len(set(a)) == len(a) == min(k, len(values))
+
+
+def test_signal_keeps_drawing_records_past_the_band():
+    """What ``target`` never does once the band is full: draw records at 0.85."""
+    values = [0.5] * 200 + [0.85] * 200
+    target, signal = set(), set()
+    for s in range(10):
+        target.update(draw_batch(pool_with(values, seed=s), 16, 0))
+        signal.update(draw_batch(pool_with(values, seed=s, boundary="signal"), 16, 0))
+    assert not target & set(range(200, 400)) and len(signal & set(range(200, 400))) > 20

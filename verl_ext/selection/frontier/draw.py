@@ -1,6 +1,6 @@
 """Which scored records a batch takes from the capability frontier (spec section 2, revised).
 
-Two definitions of the frontier, chosen by ``PoolConfig.boundary``:
+Three definitions of the frontier, chosen by ``PoolConfig.boundary``:
 
 - ``median`` (the paper's): the split point at rank ``low_fraction`` of the scored records. Candidates are the
   ``2*need`` records nearest that rank, half from each side; ``need`` of them are drawn at random. In a pool that
@@ -9,6 +9,11 @@ Two definitions of the frontier, chosen by ``PoolConfig.boundary``:
 - ``target`` (the default): the records whose estimated pass rate is nearest ``target_pass_rate`` (0.5, where a
   group of rollouts is most likely mixed), whatever the pool's shape. ``candidate_ratio`` > 1 draws the batch at
   random from that many nearest records instead (more diversity, less signal).
+- ``signal``: no hard edge. Every scored record may be drawn, with weight ``v(1-v)`` of its estimate ``v``: how
+  likely a group of its rollouts is mixed, so the batch keeps uniform sampling's spread over what can still teach
+  (records at 0.85 come half as often as at 0.5) minus what is predicted all-equal. ``target`` trains only the
+  band nearest 0.5; on the CPU task that stops polishing the easy levels once they pass ~0.75, and HeaPA-GRPO
+  fell below uniform GRPO after step 40 (``docs/cpu_learning.md``).
 
 Ties (records in the same value bucket) are broken at random by the pool's RNG, so every tied record gets its
 turn. Augmented children can be capped per batch (``max_child_fraction``) so a burst of children, some of them
@@ -119,3 +124,49 @@ def nearest(buckets: ValueBuckets, center: int, m: int, rng: np.random.Generator
             budget -= sum(1 for i in picked if buckets.locate(i)[0] == CHILD_GROUP)
         out.extend(picked)
     return out
+
+
+def signal_weights(resolution: int) -> np.ndarray:
+    """``v(1-v)`` at each bucket's centre: the ``signal`` draw's weight per record."""
+    v = (np.arange(resolution) + 0.5) / resolution
+    return v * (1.0 - v)
+
+
+def signal_draw(buckets: ValueBuckets, m: int, rng: np.random.Generator, child_budget: int | None = None,
+                child_penalty: int = 0) -> list[int]:
+    """Up to ``m`` ids drawn without replacement, each draw proportional to ``v(1-v)`` among the records left,
+    at most ``child_budget`` augmented ones. A child weighs as if ``child_penalty`` buckets farther from 0.5 than
+    it is (``nearest``'s rule: its estimate is a guess). Records of weight 0 are never drawn. O(m * buckets)."""
+    res = buckets.resolution
+    weights = np.zeros((buckets.groups, res))
+    weights[SEED_GROUP] = signal_weights(res)
+    if buckets.groups > 1:
+        dist = np.abs((np.arange(res) + 0.5) / res - 0.5) + child_penalty / res  # from 0.5, penalty added
+        v = np.clip(0.5 - dist, 0.0, 0.5)
+        weights[CHILD_GROUP] = v * (1.0 - v)
+    left = buckets.counts().astype(np.float64)
+    budget = math.inf if child_budget is None else child_budget
+    taken: dict[int, set[int]] = {}
+    out: list[int] = []
+    while len(out) < m:
+        if buckets.groups > 1 and budget <= 0:
+            left[CHILD_GROUP] = 0.0
+        mass = (left * weights).ravel()
+        total = mass.sum()
+        if total <= 0.0:
+            break
+        slot = int(np.searchsorted(np.cumsum(mass), rng.random() * total, side="right"))
+        slot = min(slot, mass.size - 1)
+        group, b = divmod(slot, res)
+        members, skip = buckets.members(group, b), taken.setdefault(slot, set())
+        while True:  # rejection: a slot may hold 10^5 ties and this draw took few of them
+            rid = members[int(rng.integers(len(members)))]
+            if rid not in skip:
+                break
+        skip.add(rid)
+        left[group, b] -= 1
+        out.append(rid)
+        if group == CHILD_GROUP:
+            budget -= 1
+    return out
+

@@ -59,7 +59,7 @@ def cold_share(pool: QueryPool, k: int) -> float:
     if cfg.exploration == "fixed" or not pool.num_cold:
         return cfg.cold_fraction
     if cfg.exploration == "greedy":
-        better = pool.better_than_cold(k) if cfg.boundary == "target" else None
+        better = pool.better_than_cold(k) if cfg.boundary != "median" else None
         return cfg.cold_fraction if better is None else greedy_cold_share(better, k, cfg.cold_fraction)
     return adaptive_cold_share(pool.frontier_size(), k, cfg.frontier_batches, cfg.cold_fraction)
 

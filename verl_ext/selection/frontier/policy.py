@@ -3,8 +3,8 @@ the selection policy left the pool).
 
 Cold records first (the share ``cold_share(k)``: the ``exploration`` rule of ``exploration.py``) while scored
 records can fill the rest (``max_window_visits`` may swap frontier picks for more); then, in ``mixed`` mode, a
-share from the easiest; the rest from the frontier (``boundary``: ``target`` or ``median``, see ``draw.py``), with
-at most ``max_child_fraction`` of the batch augmented. The knobs are the pool's (``heapa.pool.*``, ``PoolConfig``):
+share from the easiest; the rest from the frontier (``boundary``: ``target``, ``median`` or ``signal``, see
+``draw.py``), with at most ``max_child_fraction`` of the batch augmented. The knobs are the pool's (``heapa.pool.*``, ``PoolConfig``):
 users set them there, and the pool's coverage metrics read the same ones.
 
 Stateless: the randomness is the pool's RNG (checkpointed with the pool, drawn in the same order as before the
@@ -21,7 +21,7 @@ import numpy as np
 
 from verl_ext.pool import AUGMENTED, QueryPool
 from verl_ext.pool.checks import check_count
-from verl_ext.selection.frontier.draw import median_candidates, nearest, rank_window, sample_parts
+from verl_ext.selection.frontier.draw import median_candidates, nearest, rank_window, sample_parts, signal_draw
 from verl_ext.selection.frontier.exploration import cap_revisits, cold_share
 
 
@@ -74,15 +74,18 @@ def _frontier_draw(pool: QueryPool, need: int, child_budget: int | None) -> list
         if child_budget is not None:
             picked = _cap_children(pool, picked, child_budget)
     else:
-        m = max(need, math.ceil(cfg.candidate_ratio * need))
         penalty = cfg.child_distance_penalty
         if penalty is None:
             penalty = pool.child_calibration.frontier_penalty()
-        picked = nearest(buckets, pool.target_bucket, m, rng, child_budget,
-                         child_penalty=round(penalty * cfg.resolution))
-        if len(picked) > need:
-            keep = np.sort(rng.choice(len(picked), size=need, replace=False)).tolist()
-            picked = [picked[i] for i in keep]
+        penalty_buckets = round(penalty * cfg.resolution)
+        if cfg.boundary == "signal":
+            picked = signal_draw(buckets, need, rng, child_budget, child_penalty=penalty_buckets)
+        else:
+            m = max(need, math.ceil(cfg.candidate_ratio * need))
+            picked = nearest(buckets, pool.target_bucket, m, rng, child_budget, child_penalty=penalty_buckets)
+            if len(picked) > need:
+                keep = np.sort(rng.choice(len(picked), size=need, replace=False)).tolist()
+                picked = [picked[i] for i in keep]
     pool.withdraw(picked)
     # The cap left seats empty: fill them with the seeds nearest the frontier, and only when no seed is left
     # with children after all (the cap shapes a batch; it never makes one short).
