@@ -193,7 +193,7 @@ def test_signal_takes_every_record_left_when_asked_for_more():
     assert sorted(got) == [0, 1, 2, 3, 4]  # the 0.0 record is in bucket 0: weight 0.0025, still drawable
 
 
-def test_signal_respects_the_child_budget_and_penalty():
+def test_signal_respects_the_child_budget_and_weight():
     from verl_ext.pool.buckets import CHILD_GROUP, ValueBuckets
     from verl_ext.selection.frontier.draw import signal_draw
 
@@ -204,11 +204,21 @@ def test_signal_respects_the_child_budget_and_penalty():
     rng = np.random.default_rng(2)
     for _ in range(50):
         assert sum(1 for i in signal_draw(buckets, 20, rng, child_budget=3) if i >= 100) <= 3
-    # a penalty of 0.35 weighs a 0.5 child as a 0.15 record: 0.1275 / 0.25 of a seed
-    kids = sum(1 for _ in range(200) for i in signal_draw(buckets, 4, rng, child_penalty=35) if i >= 100)
-    assert 0.25 < kids / 800 < 0.42
-    # a penalty past 0.5 leaves children at weight 0
-    assert not any(i >= 100 for i in signal_draw(buckets, 60, rng, child_penalty=60))
+    # children expected solvable 60 % of the time weigh 0.6 of a seed at the same estimate: 0.6 / 1.6 of draws
+    kids = sum(1 for _ in range(200) for i in signal_draw(buckets, 4, rng, child_weight=0.6) if i >= 100)
+    assert 0.31 < kids / 800 < 0.44
+    assert not any(i >= 100 for i in signal_draw(buckets, 60, rng, child_weight=0.0))
+
+
+def test_signal_child_weight_follows_the_calibration_or_the_set_penalty():
+    from verl_ext.selection.frontier.policy import _child_weight
+
+    pool = pool_with([0.5] * 4)
+    assert _child_weight(pool) == 1.0  # no evidence yet: no discount
+    for _ in range(40):
+        pool.child_calibration.observe(0.5, 0, 4)  # all-wrong far more often than 0.5^4 predicts
+    assert 0.0 < _child_weight(pool) == 1.0 - pool.child_calibration.invalid_rate < 0.5
+    assert _child_weight(pool_with([0.5], child_distance_penalty=0.3)) == pytest.approx(0.8)
 
 
 @settings(max_examples=25, deadline=None)

@@ -133,17 +133,16 @@ def signal_weights(resolution: int) -> np.ndarray:
 
 
 def signal_draw(buckets: ValueBuckets, m: int, rng: np.random.Generator, child_budget: int | None = None,
-                child_penalty: int = 0) -> list[int]:
+                child_weight: float = 1.0) -> list[int]:
     """Up to ``m`` ids drawn without replacement, each draw proportional to ``v(1-v)`` among the records left,
-    at most ``child_budget`` augmented ones. A child weighs as if ``child_penalty`` buckets farther from 0.5 than
-    it is (``nearest``'s rule: its estimate is a guess). Records of weight 0 are never drawn. O(m * buckets)."""
+    at most ``child_budget`` augmented ones. A child's weight is scaled by ``child_weight``, the share of children
+    expected solvable: an unsolvable one scores 0/n whatever its parent-derived estimate says. Records of weight
+    0 are never drawn. O(m * buckets)."""
     res = buckets.resolution
     weights = np.zeros((buckets.groups, res))
-    weights[SEED_GROUP] = signal_weights(res)
+    weights[:] = signal_weights(res)
     if buckets.groups > 1:
-        dist = np.abs((np.arange(res) + 0.5) / res - 0.5) + child_penalty / res  # from 0.5, penalty added
-        v = np.clip(0.5 - dist, 0.0, 0.5)
-        weights[CHILD_GROUP] = v * (1.0 - v)
+        weights[CHILD_GROUP] *= max(0.0, child_weight)
     left = buckets.counts().astype(np.float64)
     budget = math.inf if child_budget is None else child_budget
     taken: dict[int, set[int]] = {}

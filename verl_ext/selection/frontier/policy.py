@@ -73,19 +73,18 @@ def _frontier_draw(pool: QueryPool, need: int, child_budget: int | None) -> list
         picked = median_candidates(buckets, need, cfg.low_fraction, rng)
         if child_budget is not None:
             picked = _cap_children(pool, picked, child_budget)
+    elif cfg.boundary == "signal":
+        picked = signal_draw(buckets, need, rng, child_budget, child_weight=_child_weight(pool))
     else:
+        m = max(need, math.ceil(cfg.candidate_ratio * need))
         penalty = cfg.child_distance_penalty
         if penalty is None:
             penalty = pool.child_calibration.frontier_penalty()
-        penalty_buckets = round(penalty * cfg.resolution)
-        if cfg.boundary == "signal":
-            picked = signal_draw(buckets, need, rng, child_budget, child_penalty=penalty_buckets)
-        else:
-            m = max(need, math.ceil(cfg.candidate_ratio * need))
-            picked = nearest(buckets, pool.target_bucket, m, rng, child_budget, child_penalty=penalty_buckets)
-            if len(picked) > need:
-                keep = np.sort(rng.choice(len(picked), size=need, replace=False)).tolist()
-                picked = [picked[i] for i in keep]
+        picked = nearest(buckets, pool.target_bucket, m, rng, child_budget,
+                         child_penalty=round(penalty * cfg.resolution))
+        if len(picked) > need:
+            keep = np.sort(rng.choice(len(picked), size=need, replace=False)).tolist()
+            picked = [picked[i] for i in keep]
     pool.withdraw(picked)
     # The cap left seats empty: fill them with the seeds nearest the frontier, and only when no seed is left
     # with children after all (the cap shapes a batch; it never makes one short).
@@ -96,6 +95,15 @@ def _frontier_draw(pool: QueryPool, need: int, child_budget: int | None) -> list
             pool.withdraw(fill)
             picked.extend(fill)
     return picked
+
+
+def _child_weight(pool: QueryPool) -> float:
+    """``signal``'s factor on a child's weight: the share of children expected solvable, learned
+    (``ChildCalibration``) or from a set ``child_distance_penalty`` d (the same equivalence, ``q = sqrt(1-4d^2)``)."""
+    d = pool.config.child_distance_penalty
+    if d is None:
+        return 1.0 - pool.child_calibration.invalid_rate
+    return math.sqrt(max(0.0, 1.0 - 4.0 * d * d))
 
 
 def _cap_children(pool: QueryPool, picked: list[int], budget: int) -> list[int]:
