@@ -57,6 +57,8 @@ class PoolConfig:
       scored record may be drawn, with weight ``v(1-v)`` of its estimate ``v`` (how likely its group is mixed), so
       a record at 0.85 comes half as often as one at 0.5 instead of never (``target_pass_rate`` only centres the
       greedy exploration count and the frontier metrics there).
+    - ``signal_share``: under ``signal``, the share of the frontier seats drawn that way; the rest go to the
+      records nearest ``target_pass_rate`` as under ``target`` (1 = all by weight).
     - ``target_pass_rate``: the pass rate ``target`` aims at (0.5: a group is most likely mixed there).
     - ``candidate_ratio``: ``target`` draws the batch at random from this many times ``need`` nearest records
       (1 = the nearest ones; ``median`` always uses the paper's 2).
@@ -101,6 +103,7 @@ class PoolConfig:
     boundary: Literal[BOUNDARIES] = "target"
     target_pass_rate: Fraction = 0.5
     candidate_ratio: Annotated[Float, Field(ge=1.0, le=1e6)] = 1.0
+    signal_share: Fraction = 1.0
     low_fraction: Fraction = 0.5
     sampling_mode: Literal[SAMPLING_MODES] = "medium_only"
     mixed_easy_fraction: Fraction = 0.5

@@ -65,8 +65,12 @@ class PoolStateMixin:
                               f"{self.estimator.name!r}: record statistics are not comparable")
         if spec != self.estimator.spec():
             logger.warning("estimator parameters changed on resume: %s -> %s", spec, self.estimator.spec())
-        if state["config"] != self.config.to_dict():
-            logger.warning("pool config changed on resume; the current config applies")
+        now = self.config.to_dict()
+        saved = {**{k: v for k, v in type(self.config)().to_dict().items() if k not in state["config"]},
+                 **state["config"]}  # a field newer than the checkpoint was at its default then
+        if saved != now:
+            changed = sorted(k for k in now if saved.get(k) != now[k])
+            logger.warning("pool config changed on resume (%s); the current config applies", ", ".join(changed))
         records = {row[0]: PromptRecord.from_row(row) for row in state["records"]}
         pooled = _pooled_ids(state)
         by_status = {

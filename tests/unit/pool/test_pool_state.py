@@ -101,3 +101,19 @@ def test_schema_1_checkpoint_loads_into_buckets():
     old._scored.check()
     assert sorted(old.available_ids().tolist()) == list(range(20))
     assert all(old._scored.locate(r)[1] == old._scored.bucket_of_value(r / 20) for r in range(20))
+
+
+def test_a_config_field_newer_than_the_checkpoint_loads_quietly(caplog):
+    """A checkpoint written before a config field existed holds no value for it: the field was at its default
+    then, so no 'config changed' warning; a field that did change is named."""
+    pool = QueryPool(PoolConfig(max_pool_size=60), seed=0)
+    pool.add_seeds_bulk([f"q{i}" for i in range(10)], ["a"] * 10, "s")
+    state = json.loads(json.dumps(pool.state_dict()))
+    del state["config"]["signal_share"]
+    with caplog.at_level("WARNING", logger="verl_ext.pool.state"):
+        QueryPool(PoolConfig(max_pool_size=60), seed=0).load_state_dict(state)
+    assert not caplog.records
+    with caplog.at_level("WARNING", logger="verl_ext.pool.state"):
+        QueryPool(PoolConfig(max_pool_size=60, signal_share=0.5), seed=0).load_state_dict(state)
+    assert [r.getMessage() for r in caplog.records] == [
+        "pool config changed on resume (signal_share); the current config applies"]

@@ -240,3 +240,15 @@ def test_signal_keeps_drawing_records_past_the_band():
         target.update(draw_batch(pool_with(values, seed=s), 16, 0))
         signal.update(draw_batch(pool_with(values, seed=s, boundary="signal"), 16, 0))
     assert not target & set(range(200, 400)) and len(signal & set(range(200, 400))) > 20
+
+
+def test_signal_share_splits_the_seats_between_weight_and_target():
+    """``signal_share=0.5``: half the frontier seats by weight (some land on 0.85), half nearest 0.5; share 0
+    is exactly ``target`` (same batch, same RNG use)."""
+    values = [0.5] * 200 + [0.85] * 200
+    far = [len(set(draw_batch(pool_with(values, seed=s, boundary="signal", signal_share=0.5, cold_fraction=0.0),
+                              16, 0)) & set(range(200, 400))) for s in range(20)]
+    assert 0 < max(far) <= 8 and sum(far) > 20
+    for s in range(5):
+        assert (draw_batch(pool_with(values, seed=s, boundary="signal", signal_share=0.0), 16, 0)
+                == draw_batch(pool_with(values, seed=s), 16, 0))

@@ -73,19 +73,17 @@ def _frontier_draw(pool: QueryPool, need: int, child_budget: int | None) -> list
         picked = median_candidates(buckets, need, cfg.low_fraction, rng)
         if child_budget is not None:
             picked = _cap_children(pool, picked, child_budget)
-    elif cfg.boundary == "signal":
-        picked = signal_draw(buckets, need, rng, child_budget, child_weight=_child_weight(pool))
+        pool.withdraw(picked)
     else:
-        m = max(need, math.ceil(cfg.candidate_ratio * need))
-        penalty = cfg.child_distance_penalty
-        if penalty is None:
-            penalty = pool.child_calibration.frontier_penalty()
-        picked = nearest(buckets, pool.target_bucket, m, rng, child_budget,
-                         child_penalty=round(penalty * cfg.resolution))
-        if len(picked) > need:
-            keep = np.sort(rng.choice(len(picked), size=need, replace=False)).tolist()
-            picked = [picked[i] for i in keep]
-    pool.withdraw(picked)
+        n_signal = round(need * cfg.signal_share) if cfg.boundary == "signal" else 0
+        picked = signal_draw(buckets, n_signal, rng, child_budget, _child_weight(pool)) if n_signal else []
+        pool.withdraw(picked)
+        if need > len(picked):
+            if child_budget is not None:
+                child_budget -= sum(1 for rid in picked if _is_child(pool, rid))
+            near = _nearest_target(pool, need - len(picked), child_budget)
+            pool.withdraw(near)
+            picked.extend(near)
     # The cap left seats empty: fill them with the seeds nearest the frontier, and only when no seed is left
     # with children after all (the cap shapes a batch; it never makes one short).
     for budget in (0, None):
@@ -94,6 +92,22 @@ def _frontier_draw(pool: QueryPool, need: int, child_budget: int | None) -> list
             fill = nearest(buckets, pool.center_bucket(), short, rng, child_budget=budget)
             pool.withdraw(fill)
             picked.extend(fill)
+    return picked
+
+
+def _nearest_target(pool: QueryPool, need: int, child_budget: int | None) -> list[int]:
+    """``target``'s draw: ``need`` of the ``candidate_ratio * need`` records nearest ``target_pass_rate``, children
+    ranked the learned (or set) penalty farther than they are."""
+    cfg, rng = pool.config, pool.rng
+    m = max(need, math.ceil(cfg.candidate_ratio * need))
+    penalty = cfg.child_distance_penalty
+    if penalty is None:
+        penalty = pool.child_calibration.frontier_penalty()
+    picked = nearest(pool.buckets, pool.target_bucket, m, rng, child_budget,
+                     child_penalty=round(penalty * cfg.resolution))
+    if len(picked) > need:
+        keep = np.sort(rng.choice(len(picked), size=need, replace=False)).tolist()
+        picked = [picked[i] for i in keep]
     return picked
 
 
