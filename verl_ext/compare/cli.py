@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tail-from", type=float, default=None,
                    help="also report the mean of each run's validations at or after this rollout count, and its "
                         "paired difference (a steadier end point than one validation)")
+    p.add_argument("--max-step", type=int, default=None,
+                   help="read every run only up to this training step, as if it had stopped there (the first 40 "
+                        "steps of an 80-step run sit in a 40-step table)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib needed)")
     return p
 
@@ -104,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     except re.error as err:
         raise SystemExit(f"--name-regex {args.name_regex!r}: {err}") from err
     runs = [run for spec in args.runs for run in runs_mod.load_runs(spec, pattern)]
+    if args.max_step is not None:
+        if args.max_step < 0:
+            raise SystemExit(f"--max-step {args.max_step}: expected a step >= 0")
+        for run in runs:
+            run.steps = {step: m for step, m in run.steps.items() if step <= args.max_step}
     names = [r.name for r in runs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

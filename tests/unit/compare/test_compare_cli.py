@@ -98,3 +98,15 @@ def test_tail_mean_averages_the_late_validations_and_pairs_them(tmp_path, make_r
     assert "mean of the late validations: higher" in row["reading"]
     table = squash((out / "table.md").read_text())
     assert "| mean val acc from 64 |" in table and "(of 2)" in table and "Δ late mean" in table
+
+
+def test_max_step_reads_runs_as_if_they_had_stopped_there(tmp_path, make_run_dir):
+    """--max-step 2: validations after step 2 and the rollouts they cost are gone (final = step 2's)."""
+    a = make_run_dir("grpo_s0", grpo=True, val_shift=0.01)
+    out = tmp_path / "cmp"
+    assert main([str(a), "--out", str(out), "--max-step", "2", "--no-plots"]) == 0
+    grpo = json.loads((out / "summary.json").read_text())["methods"]["grpo"]
+    assert grpo["val_final"]["mean"] == pytest.approx(0.34375 + 2 * 0.01)
+    assert grpo["total_rollouts"]["mean"] == 64  # 2 steps of 32, not 4
+    with pytest.raises(SystemExit, match="--max-step"):
+        main([str(a), "--out", str(out), "--max-step", "-1", "--no-plots"])
