@@ -137,9 +137,13 @@ def _dump(golden: dict) -> str:
 
 
 def _run_overrides(e2e_runner, assets: Path, out: Path) -> list[str]:
-    """``test_determinism``'s run: the recipe's small CPU run, deterministic hf sampling, repeated seeds dropped."""
+    """``test_determinism``'s run: the recipe's small CPU run, deterministic hf sampling, repeated seeds dropped.
+    The frontier stays ``target``, the boundary the golden commit ran (heapa_grpo's default is ``signal`` since):
+    this test guards refactors of the whole step, and its old checkpoint must keep loading; ``signal`` has its own
+    unit tests (``tests/unit/selection/test_frontier_draw.py``)."""
     return e2e_runner.recipe_overrides(assets, out, "heapa_grpo", steps=STEPS, save_freq=1) + [
-        "+actor_rollout_ref.rollout.engine_kwargs.hf.deterministic=true", "heapa.rows.duplicates=drop"]
+        "+actor_rollout_ref.rollout.engine_kwargs.hf.deterministic=true", "heapa.rows.duplicates=drop",
+        "heapa.pool.boundary=target"]
 
 
 @pytest.mark.e2e

@@ -58,6 +58,10 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "heapa_greedy": SimStrategy("boundary", augment=True, lineage=True, pool={"exploration": "greedy"}),
     "heapa_revisit": SimStrategy("boundary", augment=True, lineage=True,
                                  pool={"exploration": "greedy", "revisit_penalty": 0.4}),
+    # the frontier without a hard edge (heapa_grpo's boundary; docs/sim.md), all seats or half of them
+    "heapa_signal": SimStrategy("boundary", augment=True, lineage=True, pool={"boundary": "signal"}),
+    "heapa_signal_half": SimStrategy("boundary", augment=True, lineage=True,
+                                     pool={"boundary": "signal", "signal_share": 0.5}),
     "hive": SimStrategy("hive"),
     "hive_window": SimStrategy("hive", options={"prune_reference": "window"}),  # the rule before (docs/hive.md)
     "mopps": SimStrategy("mopps"),
