@@ -43,12 +43,13 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def run_size(n: int, batch: int, steps: int, warmup: int = 3, seed: int = 0) -> dict[str, Any]:
+def run_size(n: int, batch: int, steps: int, warmup: int = 3, seed: int = 0,
+             boundary: str = "target") -> dict[str, Any]:
     """Fill a pool of capacity ``n`` and time ``steps`` training steps; returns the figures as a dict."""
     rng = np.random.default_rng(seed)
     gc.collect()
     rss0 = rss_bytes()
-    pool = QueryPool(PoolConfig(max_pool_size=n, archive_capacity=n), seed=seed)
+    pool = QueryPool(PoolConfig(max_pool_size=n, archive_capacity=n, boundary=boundary), seed=seed)
     t0 = time.perf_counter()
     prompts = [_prompt(i) for i in range(n)]
     answers = [str(i % 1000) for i in range(n)]
@@ -103,7 +104,7 @@ def run_size(n: int, batch: int, steps: int, warmup: int = 3, seed: int = 0) -> 
 
 def _run_isolated(n: int, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "verl_ext.bench.pool", "--sizes", str(n), "--batch", str(args.batch),
-           "--steps", str(args.steps), "--json"]
+           "--steps", str(args.steps), "--boundary", args.boundary, "--json"]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -125,13 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100, help="timed steps per size (after 3 warm-up steps)")
     parser.add_argument("--quick", action="store_true", help="sizes 10^4,10^5 and 20 steps (seconds)")
     parser.add_argument("--json", action="store_true", help="one JSON line per size, run in this process")
+    parser.add_argument("--boundary", default="target", choices=("target", "median", "signal"),
+                        help="the frontier draw timed (heapa_grpo's preset draws by 'signal')")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.steps = "10000,100000", 20
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.json:
         for n in sizes:
-            sys.stdout.write(json.dumps(run_size(n, args.batch, args.steps)) + "\n")
+            sys.stdout.write(json.dumps(run_size(n, args.batch, args.steps, boundary=args.boundary)) + "\n")
         return 0
     rows = [_run_isolated(n, args) for n in sizes]
     sys.stdout.write(f"QueryPool benchmark: batch {args.batch}, {args.steps} steps, {os.cpu_count()} CPUs, "

@@ -17,6 +17,11 @@ def test_run_size_small():
     assert "| 2,000 |" in re.sub(r" +", " ", format_table([row]))  # padding collapsed
 
 
+def test_signal_boundary_runs_at_capacity():
+    row = run_size(2000, batch=64, steps=3, warmup=1, boundary="signal")
+    assert row["select_ms"] > 0 and row["metrics"]["pool/size_live"] <= 2000
+
+
 def test_cli_json(capsys):
     assert main(["--sizes", "500", "--batch", "32", "--steps", "2", "--json"]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

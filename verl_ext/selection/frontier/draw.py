@@ -139,8 +139,7 @@ def signal_draw(buckets: ValueBuckets, m: int, rng: np.random.Generator, child_b
     expected solvable: an unsolvable one scores 0/n whatever its parent-derived estimate says. Records of weight
     0 are never drawn. O(m * buckets)."""
     res = buckets.resolution
-    weights = np.zeros((buckets.groups, res))
-    weights[:] = signal_weights(res)
+    weights = np.tile(signal_weights(res), (buckets.groups, 1))
     if buckets.groups > 1:
         weights[CHILD_GROUP] *= max(0.0, child_weight)
     left = buckets.counts().astype(np.float64)
