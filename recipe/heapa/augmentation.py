@@ -73,6 +73,24 @@ def _rng_state(rng: random.Random) -> dict[str, Any]:
     return {"version": version, "internal": list(internal), "gauss_next": gauss_next}
 
 
+def canonical_order(prompts: list[list[int]], results: list[Any]) -> list[Any]:
+    """``results`` with the outputs of identical requests (same prompt ids) sorted by their tokens and handed back
+    to those requests in their order. The server's samples for a prompt are fixed, but which of its identical
+    requests gets which follows arrival order: without this, two siblings (``num_per_prompt`` copies of one parent)
+    could swap texts, and so child ids, between two runs of the same seed. Failed requests sort last."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, prompt in enumerate(prompts):
+        groups.setdefault(tuple(prompt), []).append(i)
+    out = list(results)
+    for idx in groups.values():
+        if len(idx) > 1:
+            ranked = sorted((results[i] for i in idx), key=lambda r: (1, ()) if isinstance(r, BaseException)
+                            else (0, tuple(r.token_ids)))
+            for i, r in zip(idx, ranked):
+                out[i] = r
+    return out
+
+
 class AugmentationStage:
     """Fire / collect / integrate, plus the bounded state that must survive a checkpoint."""
 
@@ -91,6 +109,7 @@ class AugmentationStage:
         self.validator = AsyncValidator.from_config(build_teacher(teacher), teacher)
         self._thread: threading.Thread | None = None
         self._jobs: list[tuple[int, str]] = []  # (parent id, parent problem text) per request
+        self._prompts: list[list[int]] = []  # the token ids each request sent
         self._results: list[Any] = []
         self.counters = {"fired": 0, "generated": 0, "gen_tokens": 0, "gen_failed": 0, "joined_late": 0,
                          "inserted": 0, "parent_gone": 0}
@@ -117,7 +136,7 @@ class AugmentationStage:
             for _ in range(self.cfg.num_per_prompt):
                 jobs.append((pid, text))
                 prompts.append(ids)
-        self._jobs, self._results = jobs, []
+        self._jobs, self._results, self._prompts = jobs, [], prompts
         self._last["parents"] = len(parents)
         if not jobs:
             return 0
@@ -153,7 +172,7 @@ class AugmentationStage:
             return 0
         self._thread = None
         submitted = 0
-        for (pid, text), out in zip(self._jobs, self._results):
+        for (pid, text), out in zip(self._jobs, canonical_order(self._prompts, self._results)):
             if isinstance(out, BaseException):
                 self.counters["gen_failed"] += 1
                 logger.warning("augmentation request for parent %s failed: %r", pid, out)
@@ -162,7 +181,7 @@ class AugmentationStage:
             self.counters["gen_tokens"] += len(out.token_ids)
             raw = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             submitted += self.validator.submit(self.filter.filter([raw], pid, text))
-        self._jobs, self._results = [], []
+        self._jobs, self._results, self._prompts = [], [], []
         return submitted
 
     # ------------------------------------------------------------------------------------------- integrate

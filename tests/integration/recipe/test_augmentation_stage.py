@@ -160,3 +160,40 @@ def test_parent_choice_continues_identically_after_a_resume(tokenizer):
         assert [restored.rng.random() for _ in range(3)] == first
     finally:
         restored.close()
+
+
+class ArrivalOrderClient:
+    """A server whose samples for a prompt are fixed but handed out in arrival order (the hf server's deterministic
+    mode): identical requests get the k-th sample in the order they arrive, which ``delays`` decide."""
+
+    def __init__(self, tokenizer, reverse: bool):
+        self.tokenizer, self.reverse, self.seen, self.sent = tokenizer, reverse, {}, 0
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params):
+        self.sent += 1
+        await asyncio.sleep(0.05 * (self.sent % 2 == (0 if self.reverse else 1)))  # one of each pair arrives late
+        key = tuple(prompt_ids)
+        k = self.seen[key] = self.seen.get(key, -1) + 1
+        text = format_answer(f"What is {sum(key) % 89 + 2} * {k + 3}?", 1.1) + "<|im_end|>"
+        return SimpleNamespace(token_ids=self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def test_siblings_get_the_same_texts_whatever_order_the_server_answers_in(tokenizer):
+    """Two copies per parent: the server's answer to each copy depends on arrival order, the child ids and texts
+    must not (a pinned CI run once swapped two siblings' texts under load)."""
+    texts = []
+    for reverse in (False, True):
+        pool, ids = _pool_with_scored_parents(2)
+        aug = parse_augment_config({"enabled": True, "prompt_preset": "tiny", "max_new_tokens": 24,
+                                    "num_parents": 0, "parent_selection": "all", "num_per_prompt": 2})
+        stage = AugmentationStage(aug, TeacherConfig(backend="programmatic", concurrency=2), tokenizer, pool,
+                                  LineageRefresher(pool, LineageConfig()), seed=0)
+        try:
+            stage.fire({rid: 0.5 for rid in ids}, ArrivalOrderClient(tokenizer, reverse))
+            assert stage.collect() == 4
+            _wait_for(stage)
+            children = stage.integrate(step=2)
+            texts.append([(cid, pool.get(cid).parent_id, pool.get(cid).prompt[0]["content"]) for cid in children])
+        finally:
+            stage.close()
+    assert len(texts[0]) == 4 and texts[0] == texts[1]
