@@ -58,8 +58,9 @@ def test_every_preset_composes_and_validates(method, platform):
     selecting = s.selection_name != "uniform"
     assert s.pool.reinsertion.trigger == ("always" if selecting else "below_batch")
     if s.selection_name == "boundary":
-        # heapa_grpo draws by v(1-v) (it fell below GRPO late with `target`); the others were measured with target
-        boundary = "signal" if method == "heapa_grpo" else "target"
+        # heapa_grpo/heapa_dapo draw by v(1-v) (with `target` they fell below their baselines late); heapa_ar3po was
+        # measured with `target` and keeps it
+        boundary = "signal" if method in ("heapa_grpo", "heapa_dapo") else "target"
         assert (s.pool.boundary, s.pool.estimator, s.pool.eviction) == (boundary, "beta", "farthest")
 
 
