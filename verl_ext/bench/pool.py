@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sizes 10^4,10^5 and 20 steps (seconds)")
     parser.add_argument("--json", action="store_true", help="one JSON line per size, run in this process")
     parser.add_argument("--boundary", default="target", choices=("target", "median", "signal"),
-                        help="the frontier draw timed (heapa_grpo's preset draws by 'signal')")
+                        help="the frontier draw timed (heapa_grpo and heapa_dapo draw by 'signal')")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.steps = "10000,100000", 20
