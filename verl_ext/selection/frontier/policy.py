@@ -4,8 +4,8 @@ the selection policy left the pool).
 Cold records first (the share ``cold_share(k)``: the ``exploration`` rule of ``exploration.py``) while scored
 records can fill the rest (``max_window_visits`` may swap frontier picks for more); then, in ``mixed`` mode, a
 share from the easiest; the rest from the frontier (``boundary``: ``target``, ``median`` or ``signal``, see
-``draw.py``), with at most ``max_child_fraction`` of the batch augmented. The knobs are the pool's (``heapa.pool.*``, ``PoolConfig``):
-users set them there, and the pool's coverage metrics read the same ones.
+``draw.py``), with at most ``max_child_fraction`` of the batch augmented. The knobs are the pool's
+(``heapa.pool.*``, ``PoolConfig``): users set them there, and the pool's coverage metrics read the same ones.
 
 Stateless: the randomness is the pool's RNG (checkpointed with the pool, drawn in the same order as before the
 move), the coverage state (``ColdYield``, the selection window, the last cold share) is the pool's. The pool's
