@@ -57,9 +57,12 @@ if ! have_gpu; then
     actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32
     actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32
-    # validation samples at the training temperature (avg@1 at T=1, as the papers' avg@k): greedy decoding
-    # would hide what the policy actually does when it answers
-    actor_rollout_ref.rollout.val_kwargs.do_sample=True actor_rollout_ref.rollout.val_kwargs.temperature=1.0
+    # validation: greedy (T=0) accuracy on the held-out problems, the headline that decides comparisons (no
+    # sampling noise; a sampled avg@1 carried 1.5-1.9 points). VAL_TEMPERATURE=1 VAL_K=4 gives avg@k at the training
+    # temperature instead, sampled with common random numbers: same seed, same model -> same samples (hf_server.py)
+    actor_rollout_ref.rollout.val_kwargs.n="${VAL_K:-1}"
+    actor_rollout_ref.rollout.val_kwargs.temperature="${VAL_TEMPERATURE:-0}"
+    actor_rollout_ref.rollout.val_kwargs.do_sample="$(awk -v t="${VAL_TEMPERATURE:-0}" 'BEGIN{print (t + 0 > 0) ? "True" : "False"}')"
     reward.reward_kwargs.overlong_buffer.len=4
     # wandb offline into $OUT/wandb (WANDB_DIR below): `python -m verl_ext.compare $OUT/wandb` reads it, `wandb sync`
     # uploads it

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from verl_ext.compare import runs as runs_mod
 from verl_ext.compare.diagnostics import table as diagnostics_table
-from verl_ext.compare.intervals import against_baseline, markdown_against_baseline, reading
+from verl_ext.compare.intervals import (RESOLVE_POINTS, against_baseline, decisive, markdown_against_baseline,
+                                        reading)
 from verl_ext.compare.summary import (default_budget, group_by_method, markdown, method_stats, summarize_run)
 
 logger = logging.getLogger("verl_ext.compare")
@@ -91,11 +92,12 @@ def resolve_baseline(text: str, stats: dict) -> str | None:
 def interval_row_dict(row: dict) -> dict:
     """An ``against_baseline`` row as JSON: each interval as {mean, low, high, n}, plus the reading in words."""
     def iv(x):
-        return {"mean": x.mean, "low": x.low, "high": x.high, "n": x.n, "level": x.level}
+        return {"mean": x.mean, "low": x.low, "high": x.high, "n": x.n, "level": x.level, "sd": x.sd}
 
     return {"method": row["method"], "baseline": row["baseline"], "final": iv(row["final"]),
             "at_budget": {str(int(b)): iv(x) for b, x in row["at_budget"].items()},
             "rollouts_to_target_log_ratio": iv(row["rollouts_to_target"]), "reading": reading(row),
+            "seeds_for_one_point": decisive(row).seeds_needed(RESOLVE_POINTS / 100.0),
             **({"tail": iv(row["tail"])} if "tail" in row else {})}
 
 

@@ -18,6 +18,8 @@ from tabulate import tabulate
 
 DEFAULT_RESAMPLES = 10_000
 MIN_SEEDS = 3  # fewer seeds get no verdict, only their numbers
+RESOLVE_POINTS = 1.0  # the difference (accuracy points) "seeds needed" is computed for
+Z_95 = 1.959964
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,14 @@ class Interval:
     high: float
     n: int
     level: float = 0.95
+    sd: float = math.nan  # sample standard deviation of the paired differences (n - 1 in the denominator)
+
+    def seeds_needed(self, half_width: float) -> int | None:
+        """Seeds for a 95 % interval of ``half_width`` (same units as the differences), from the measured paired
+        spread: ``ceil((1.96 sd / half_width)^2)``, at least ``MIN_SEEDS``; ``None`` below 2 seeds (no spread)."""
+        if self.n < 2 or math.isnan(self.sd):
+            return None
+        return max(MIN_SEEDS, math.ceil((Z_95 * self.sd / half_width) ** 2))
 
     def contains_zero(self) -> bool:
         return self.low <= 0.0 <= self.high
@@ -55,12 +65,13 @@ def paired_bootstrap(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES,
     mean = float(values.mean())
     if values.size == 1:
         return Interval(mean, mean, mean, 1, level)
+    sd = float(values.std(ddof=1))
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, values.size, size=(resamples, values.size))
     means = values[picks].mean(axis=1)
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
-    return Interval(mean, float(low), float(high), int(values.size), level)
+    return Interval(mean, float(low), float(high), int(values.size), level, sd)
 
 
 def paired(method: Mapping[str, float | None], baseline: Mapping[str, float | None]) -> list[float]:
@@ -122,6 +133,21 @@ def against_baseline(summaries: Sequence, baseline: str, budgets: Sequence[float
     return rows
 
 
+def decisive(row: dict) -> Interval:
+    """The interval a reading leans on most: the late mean when measured, else the largest budget, else the end."""
+    if "tail" in row and row["tail"].n:
+        return row["tail"]
+    if row["at_budget"]:
+        return max(row["at_budget"].items())[1]
+    return row["final"]
+
+
+def seeds_for_one_point(row: dict, scale: float = 100.0) -> str:
+    """Seeds a 95 % interval of +-1 point would need, from the measured paired spread of ``decisive(row)``."""
+    needed = decisive(row).seeds_needed(RESOLVE_POINTS / scale)
+    return "n/a" if needed is None else str(needed)
+
+
 def reading(row: dict) -> str:
     """What the intervals of one row support, in words (nothing beyond them)."""
     parts = []
@@ -141,15 +167,18 @@ def markdown_against_baseline(rows: Sequence[dict], budgets: Sequence[float]) ->
         return ""
     head = (["method", "vs", "seeds"] + [f"Δ acc @ {b:,.0f}" for b in budgets]
             + ["Δ final acc"] + (["Δ late mean"] if any("tail" in r for r in rows) else [])
-            + ["rollouts to target (ratio)", "reading"])
+            + ["rollouts to target (ratio)", "seeds for ±1 pt", "reading"])
     cells = []
     for row in rows:
         n = max([row["final"].n] + [iv.n for iv in row["at_budget"].values()])
         line = [row["method"], row["baseline"], str(n)]
         line += [fmt_points(row["at_budget"][float(b)]) for b in budgets]
         tail = [fmt_points(row["tail"]) if "tail" in row else "n/a"] if any("tail" in r for r in rows) else []
-        cells.append(line + [fmt_points(row["final"])] + tail + [fmt_ratio(row["rollouts_to_target"]), reading(row)])
+        cells.append(line + [fmt_points(row["final"])] + tail
+                     + [fmt_ratio(row["rollouts_to_target"]), seeds_for_one_point(row), reading(row)])
     align = ("left", "left") + ("right",) * (len(head) - 3) + ("left",)
     table = tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True, colalign=align)
     return table + ("\n\nDifferences in accuracy points, method minus baseline, paired by seed; [95 % percentile "
-                    "bootstrap interval over seeds]. A ratio below 1 means fewer rollouts.\n")
+                    "bootstrap interval over seeds]. A ratio below 1 means fewer rollouts. 'seeds for ±1 pt': "
+                    "the seeds a 95 % interval of +-1 point would need, ceil((1.96 sd / 1 pt)^2) from the sd of "
+                    "the paired differences of the late mean (else the largest budget).\n")

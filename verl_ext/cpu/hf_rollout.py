@@ -62,6 +62,9 @@ class HFReplica(RolloutReplica):
                 num_threads=int(engine_kwargs.get("num_threads", 1)),
                 max_batch=int(engine_kwargs.get("max_batch", 64)),
                 deterministic=bool(engine_kwargs.get("deterministic", False)),
+                # common random numbers across runs: samples independent of batching (hf_server.py)
+                crn=bool(engine_kwargs.get("crn", True)),
+                pad_to=int(engine_kwargs.get("pad_to") or cfg.prompt_length),
             )
         )
         # Fail at start-up (not at the first generate) when the model cannot load.

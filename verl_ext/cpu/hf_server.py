@@ -10,6 +10,16 @@ Requests that arrive together are generated together: verl's agent loop sends a 
 one left-padded ``generate`` over up to ``max_batch`` of them costs about what one prompt costs on a small model
 (measured: 128 concurrent requests to the tiny model, 2.4 s one at a time, 0.24 s batched). Requests are grouped
 by sampling settings and token budget; those with stop strings run alone (HF checks stop strings batch-wide).
+
+Common random numbers (``crn``, the default): a request's sample depends only on (seed, weights' step, prompt,
+sampling settings, its n-th identical request at those weights), never on which requests share its batch. Two
+runs that ask the same model the same questions get the same answers: the step-0 validation of every method of a
+seed is identical, and later validations of two methods differ only by what their models learned. It takes three
+things: each row samples by the Gumbel-max trick from its own seeded generator (``RowNoise``); every batch is
+left-padded to one fixed width (``pad_to``, the rollout's prompt length); and a batch has at least
+``MIN_BATCH_ROWS`` rows (dummy copies), because the CPU matrix kernels for 1-3 rows sum in another order than
+for 4 or more (measured on the ``learn`` model: logits differ by up to 8e-6 between those, and are bit-identical
+across every batch of 4-128 rows at one width).
 """
 
 from __future__ import annotations
@@ -25,6 +35,47 @@ import torch
 from verl.workers.rollout.replica import TokenOutput
 
 logger = logging.getLogger(__name__)
+
+MIN_BATCH_ROWS = 4  # below this the CPU GEMM kernels change their summation order (see the module docstring)
+
+
+def request_seed(*key: Any) -> int:
+    """A 63-bit seed from a key's ``repr`` (stable across processes, unlike ``hash``)."""
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+class RowNoise:
+    """Per-row sampling for a greedy ``generate``: temperature, top-k and top-p, then Gumbel noise drawn from each
+    row's own generator, so argmax is a sample of that row's distribution whatever else shares the batch.
+
+    A HF logits processor (called with the batch's ``input_ids`` and next-token ``scores``). Rows draw a full
+    vocabulary of noise every position, finished or not, so a row's n-th draw is always its n-th position.
+    """
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float = 1.0, top_k: int = -1):
+        if temperature <= 0:
+            raise ValueError(f"RowNoise samples: temperature must be > 0, got {temperature}")
+        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.top_k = int(top_k)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.float() / self.temperature
+        vocab = scores.shape[-1]
+        if 0 < self.top_k < vocab:
+            kth = torch.topk(scores, self.top_k, dim=-1).values[:, -1:]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        if self.top_p < 1.0:  # keep the smallest set whose probability reaches top_p (always the best token)
+            ordered, order = torch.sort(scores, dim=-1, descending=True)
+            probs = torch.softmax(ordered, dim=-1)
+            drop_sorted = probs.cumsum(dim=-1) - probs >= self.top_p
+            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+            scores = scores.masked_fill(drop, float("-inf"))
+        tiny = torch.finfo(torch.float32).tiny
+        uniform = torch.stack([torch.rand(vocab, generator=g) for g in self.generators]).clamp_(min=tiny)
+        return scores - torch.log(-torch.log(uniform))
 
 
 def sampled_logprobs(logits: tuple[torch.Tensor, ...], tokens: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -47,6 +98,7 @@ class _Pending:
     params: dict[str, Any]
     budget: int
     prompts: list[list[int]] = field(default_factory=list)
+    seeds: list[int | None] = field(default_factory=list)  # per request under crn, else None
     futures: list[asyncio.Future] = field(default_factory=list)
 
 
@@ -55,7 +107,8 @@ class HFServer:
 
     def __init__(self, model_path: str, response_length: int, max_model_len: int, seed: int = 0,
                  trust_remote_code: bool = False, num_threads: int = 1, max_batch: int = 64,
-                 batch_wait_s: float = 0.005, deterministic: bool = False):
+                 batch_wait_s: float = 0.005, deterministic: bool = False, crn: bool = True,
+                 pad_to: int | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         torch.manual_seed(seed)
@@ -74,6 +127,10 @@ class HFServer:
         # deterministic: one request per generate, seeded by (seed, weights' step, prompt, its n-th request at those
         # weights), so a run's samples do not depend on which requests happened to share a batch or arrive first.
         self.deterministic = bool(deterministic)
+        # crn: batched, with per-request randomness (module docstring); the deterministic mode keeps its own
+        # one-request path (the pinned trace was recorded with it).
+        self.crn = bool(crn) and not self.deterministic
+        self.pad_to = int(pad_to) if pad_to else 0
         self.seed = int(seed)
         self._seen: dict[tuple, int] = {}
         self.max_batch = 1 if self.deterministic else int(max_batch)
@@ -96,9 +153,15 @@ class HFServer:
             raise ValueError(f"prompt of {prompt_len} tokens leaves no room within max_model_len={self.max_model_len}")
         return max(1, min(limit, room))
 
-    def _generate_sync(self, prompts: list[list[int]], sampling_params: dict[str, Any],
-                       max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
-        """One left-padded ``generate`` over ``prompts``; each row's tokens end at its first EOS (kept)."""
+    def _generate_sync(self, prompts: list[list[int]], sampling_params: dict[str, Any], max_new_tokens: int,
+                       seeds: list[int] | None = None) -> list[tuple[list[int], list[float]]]:
+        """One left-padded ``generate`` over ``prompts``; each row's tokens end at its first EOS (kept). With
+        ``seeds`` (one per prompt) the batch is sampled by ``RowNoise``, padded to ``pad_to`` and to
+        ``MIN_BATCH_ROWS`` rows, so every row's result is independent of the rest of the batch."""
+        rows = len(prompts)
+        if seeds is not None and rows < MIN_BATCH_ROWS:  # dummy rows, dropped below
+            prompts = prompts + [prompts[0]] * (MIN_BATCH_ROWS - rows)
+            seeds = seeds + [seeds[0]] * (MIN_BATCH_ROWS - rows)
         temperature = float(sampling_params.get("temperature", 1.0))
         top_k = int(sampling_params.get("top_k", -1))
         stop = sampling_params.get("stop") or None
@@ -112,12 +175,19 @@ class HFServer:
             return_dict_in_generate=True,
             output_logits=True,
         )
-        if temperature > 0:
+        if seeds is not None and temperature > 0:  # sampled by per-row noise on top of a greedy decode
+            from transformers import LogitsProcessorList
+
+            kwargs.update(do_sample=False, logits_processor=LogitsProcessorList([RowNoise(
+                seeds, temperature, top_p=float(sampling_params.get("top_p", 1.0)), top_k=top_k)]))
+        elif temperature > 0:
             kwargs.update(temperature=temperature, top_p=float(sampling_params.get("top_p", 1.0)),
                           top_k=top_k if top_k > 0 else 0)
         if stop:
             kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
         width = max(len(p) for p in prompts)
+        if seeds is not None:
+            width = max(width, self.pad_to)
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros_like(input_ids)
         for i, p in enumerate(prompts):  # left padding: every row's next token is generated at the same column
@@ -132,7 +202,7 @@ class HFServer:
         logprobs = sampled_logprobs(out.logits, new_tokens, temperature).tolist()
         eos = set(self.eos_ids)
         results = []
-        for row, row_logprobs in zip(new_tokens.tolist(), logprobs):
+        for row, row_logprobs in zip(new_tokens.tolist()[:rows], logprobs[:rows]):
             end = next((j + 1 for j, tok in enumerate(row) if tok in eos), len(row))  # finished rows are padded
             results.append((row[:end], row_logprobs[:end]))
         return results
@@ -140,19 +210,29 @@ class HFServer:
     def _request_seed(self, prompt: list[int]) -> int:
         key = (self.global_steps, tuple(prompt))
         n = self._seen[key] = self._seen.get(key, -1) + 1
-        digest = hashlib.blake2b(repr((self.seed, key, n)).encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
+        return request_seed(self.seed, key, n)
+
+    def _crn_seed(self, prompt: list[int], sampling_params: dict[str, Any]) -> int:
+        """The request's own seed: identical requests at the same weights are numbered in arrival order (they are
+        exchangeable, so the order does not change what a run sees)."""
+        settings = tuple(sorted((k, repr(v)) for k, v in sampling_params.items() if k != "logprobs"))
+        key = ("crn", self.global_steps, tuple(prompt), settings)
+        n = self._seen[key] = self._seen.get(key, -1) + 1
+        return request_seed(self.seed, key, n)
 
     async def _batched(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
+        seed = self._crn_seed(prompt_ids, sampling_params) if self.crn else None
         if sampling_params.get("stop"):
             async with self._lock:
                 budget = self._max_new_tokens(len(prompt_ids), sampling_params)
-                return (await asyncio.to_thread(self._generate_sync, [prompt_ids], sampling_params, budget))[0]
+                return (await asyncio.to_thread(self._generate_sync, [prompt_ids], sampling_params, budget,
+                                                None if seed is None else [seed]))[0]
         future = asyncio.get_running_loop().create_future()
         budget = self._max_new_tokens(len(prompt_ids), sampling_params)
         key = (budget, tuple(sorted((k, repr(v)) for k, v in sampling_params.items())))
         pending = self._pending.setdefault(key, _Pending(sampling_params, budget))
         pending.prompts.append(prompt_ids)
+        pending.seeds.append(seed)
         pending.futures.append(future)
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain())
@@ -165,12 +245,14 @@ class HFServer:
             key = next(iter(self._pending))
             pending = self._pending[key]
             prompts, futures = pending.prompts[: self.max_batch], pending.futures[: self.max_batch]
-            del pending.prompts[: self.max_batch], pending.futures[: self.max_batch]
+            seeds = pending.seeds[: self.max_batch] if self.crn else None
+            del pending.prompts[: self.max_batch], pending.futures[: self.max_batch], pending.seeds[: self.max_batch]
             if not pending.prompts:
                 del self._pending[key]
             try:
                 async with self._lock:
-                    results = await asyncio.to_thread(self._generate_sync, prompts, pending.params, pending.budget)
+                    results = await asyncio.to_thread(self._generate_sync, prompts, pending.params, pending.budget,
+                                                      seeds)
             except Exception as err:  # not swallowed: each waiting request raises it (a waiter must never hang)
                 for fut in futures:
                     if not fut.done():

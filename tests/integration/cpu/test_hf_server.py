@@ -137,3 +137,45 @@ def test_deterministic_mode_samples_the_same_whatever_the_arrival_order(tiny_ass
     assert a[1] == b[1]  # a prompt's samples do not depend on the other requests
     assert sorted([a[0], a[2]]) == sorted([b[0], b[2]])  # the same prompt twice: the same pair of samples
     assert a[0] != a[2]  # its n-th request gets its own seed
+
+
+def _arith_prompts(server, pairs):
+    tok = server.tokenizer
+    return [tok.apply_chat_template([{"role": "user", "content": f"What is {a} + {b}?"}],
+                                    add_generation_prompt=True, tokenize=True)["input_ids"] for a, b in pairs]
+
+
+def test_crn_samples_do_not_depend_on_batching_or_arrival(tiny_assets):
+    """Common random numbers: two servers of one seed, asked the same questions in other batches and another order
+    (one of them a batch of one), sample the same tokens with the same log-probs; another seed samples others."""
+    params = {"temperature": 1.0, "logprobs": True, "max_tokens": 12}
+
+    def serve(seed, order, max_batch):
+        server = HFServer(str(tiny_assets / "model"), response_length=16, max_model_len=96, seed=seed, pad_to=64,
+                          max_batch=max_batch)
+        prompts = _arith_prompts(server, [(1, 2), (12, 7), (3, 45), (9, 9), (123, 4), (1, 2)])
+
+        async def together():
+            return await asyncio.gather(*(server.generate(f"r{i}", prompt_ids=prompts[i], sampling_params=params)
+                                          for i in order))
+
+        outs = dict(zip(order, asyncio.run(together())))
+        return server, [(tuple(outs[i].token_ids), tuple(outs[i].log_probs)) for i in range(len(prompts))]
+
+    a_server, a = serve(5, [0, 1, 2, 3, 4, 5], max_batch=64)
+    b_server, b = serve(5, [5, 3, 1, 4, 0, 2], max_batch=1)
+    assert a_server.batches == 1 and b_server.batches == 6  # really batched differently
+    assert a[1:5] == b[1:5]
+    assert sorted([a[0], a[5]]) == sorted([b[0], b[5]])  # the same prompt twice: the same pair of samples
+    _, c = serve(6, [0, 1, 2, 3, 4, 5], max_batch=64)
+    assert c != a
+
+
+def test_crn_greedy_equals_a_plain_greedy_decode(tiny_assets):
+    server = HFServer(str(tiny_assets / "model"), response_length=16, max_model_len=96, seed=0, pad_to=64)
+    [ids] = _arith_prompts(server, [(21, 5)])
+    out = asyncio.run(server.generate("g", prompt_ids=ids, sampling_params={"temperature": 0.0}))
+    with torch.no_grad():
+        ref = server.model.generate(input_ids=torch.tensor([ids]), max_new_tokens=16, do_sample=False,
+                                    eos_token_id=server.eos_ids, pad_token_id=server.pad_id)[0, len(ids):].tolist()
+    assert out.token_ids == ref[: len(out.token_ids)]

@@ -65,3 +65,24 @@ def test_table_against_baseline():
 def test_unknown_baseline_is_an_error():
     with pytest.raises(ValueError, match="baseline 'dapo'"):
         against_baseline([run("grpo", 0, 0.2)], "dapo", [])
+
+
+def test_seeds_needed_follows_the_paired_spread():
+    # differences 0.00, 0.02, 0.04 (sd 0.02): a +-1 point interval needs ceil((1.96 * 2)^2) = 16 seeds
+    iv = paired_bootstrap([0.0, 0.02, 0.04], resamples=200)
+    assert iv.sd == pytest.approx(0.02)
+    assert iv.seeds_needed(0.01) == 16
+    assert iv.seeds_needed(0.02) == 4
+    assert paired_bootstrap([0.01, 0.01, 0.0101]).seeds_needed(0.01) == 3  # never below the verdict minimum
+    assert paired_bootstrap([0.3]).seeds_needed(0.01) is None  # one seed: no spread
+
+
+def test_table_prints_seeds_for_one_point():
+    runs = [run("grpo", s, 0.20 + 0.01 * s) for s in range(4)] + [
+        run("heapa", s, 0.20 + 0.01 * s + d) for s, d in zip(range(4), (0.0, 0.02, 0.04, 0.02))]
+    rows = against_baseline(runs, "grpo", [])
+    text = markdown_against_baseline(rows, [])
+    assert "seeds for ±1 pt" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("| heapa"))
+    expected = math.ceil((1.959964 * paired_bootstrap([0.0, 0.02, 0.04, 0.02]).sd / 0.01) ** 2)
+    assert line.split("|")[-3].strip() == str(expected) == "11"
