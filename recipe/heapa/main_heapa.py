@@ -19,6 +19,7 @@ import hydra
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from recipe.heapa.ray_cleanup import local_cluster_cleanup
 from recipe.heapa.run_control import DriverPreemption, preemptions
 from recipe.heapa.supervise import ATTEMPT_ENV, PREEMPTED_ENV, RESTARTS_ENV
 
@@ -239,7 +240,9 @@ def main(config: DictConfig) -> None:
     check_teacher(settings)
     prepare(config)
     preemption = DriverPreemption(settings.run, _ckpt_root(config))
-    run_ppo(config, task_runner_class=_LaunchRunner(preemption))
+    local = running_cluster_address(config.ray_kwargs.get("ray_init") or {}) is None
+    with local_cluster_cleanup(local):  # every Ray process this run started ends with it (ray_cleanup.py)
+        run_ppo(config, task_runner_class=_LaunchRunner(preemption))
     code = preemption.exit_code()
     if code is not None:
         sys.exit(code)  # "requeue me": the checkpoint of the step the signal arrived in is complete

@@ -44,6 +44,12 @@ class RunResult:
     peak_procs: int = 0
     stray_pids: list[str] = field(default_factory=list)  # 'pid:cmd' still alive 15 s after exit (then killed)
 
+    def assert_no_strays(self) -> None:
+        """A run must leave nothing behind (its driver ends its Ray cluster: ``recipe/heapa/ray_cleanup.py``);
+        the runner has killed the strays already, this makes them a test failure instead of a leak."""
+        assert not self.stray_pids, (f"processes still alive 15 s after the run ended (killed by the runner): "
+                                     f"{self.stray_pids}\n{tail(self.log_path, 30)}")
+
     def summary(self) -> str:
         rc = "timeout" if self.timed_out else f"rc={self.returncode}"
         return (f"{rc} wall={self.wall_s:.0f}s peak_pss={self.peak_pss_bytes / GIB:.2f}GiB "
@@ -320,7 +326,7 @@ def run_and_signal(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Path
                 time.sleep(poll_s)
         finally:
             wall = time.monotonic() - start
-            strays = _kill_session(proc.pid, grace_s=2)
+            strays = _kill_session(proc.pid, linger_s=0.0 if timed_out else 15.0, grace_s=2)
             proc.wait(timeout=30)
     return RunResult(cmd=list(cmd), returncode=None if timed_out else proc.returncode, timed_out=timed_out,
                      wall_s=wall, log_path=log_path, stray_pids=strays), sent_at
@@ -372,5 +378,6 @@ def run_recipe(repo_root: Path, out: Path, overrides: list[str], timeout_s: floa
     res = run_logged(cmd, env=trainer_env(out / "metrics.jsonl"), log_path=out / "run.log", timeout_s=timeout_s,
                      cwd=repo_root)
     assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{tail(out / 'run.log')}"
+    res.assert_no_strays()
     print(f"{out.name}: {res.summary()}")
     return read_metrics(out / "metrics.jsonl"), read_trace(out / "trace.jsonl")

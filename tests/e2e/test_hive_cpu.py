@@ -47,6 +47,7 @@ def hive_run(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
     env = e2e_runner.trainer_env(out / "metrics.jsonl")
     res = e2e_runner.run_logged(cmd, env=env, log_path=out / "run.log", timeout_s=RUN_TIMEOUT_S, cwd=repo_root)
     assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{e2e_runner.tail(out / 'run.log')}"
+    res.assert_no_strays()  # its Ray cluster went with it
     print(f"hive: {res.summary()}")
     trace = {row["step"]: row for row in map(json.loads, (out / "trace.jsonl").read_text().splitlines())}
     return e2e_runner.read_metrics(out / "metrics.jsonl"), trace, out

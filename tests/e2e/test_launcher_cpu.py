@@ -28,6 +28,7 @@ def test_main_command_runs_the_embedded_default(tiny_assets, repo_root, e2e_runn
     res = e2e_runner.run_logged(cmd, env=env, log_path=tmp_path / "launcher.log", timeout_s=timeout, cwd=repo_root)
     log = e2e_runner.tail(tmp_path / "launcher.log")
     assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{log}"
+    res.assert_no_strays()  # its Ray cluster went with it
     assert "no GPU found: running the embedded default" in (tmp_path / "launcher.log").read_text()
     metrics = e2e_runner.read_metrics(out / "metrics.jsonl")
     assert {0, 1, 2} <= set(metrics)

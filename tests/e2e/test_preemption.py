@@ -38,6 +38,7 @@ def test_sigterm_checkpoints_the_step_and_the_next_start_continues(tiny_assets, 
     log = (out / "run.log").read_text(errors="replace")
     assert sent_at is not None, e2e_runner.tail(out / "run.log")
     assert not res.timed_out and res.returncode == 75, f"{res.summary()}\n{e2e_runner.tail(out / 'run.log')}"
+    res.assert_no_strays()  # its Ray cluster went with it
     assert res.wall_s - sent_at < GRACE_S
     request = json.loads((out / "ckpt" / "heapa_preempt.json").read_text())
     step = request["saved_step"]

@@ -29,6 +29,7 @@ def test_a_hung_step_is_reported_and_restarted(tiny_assets, repo_root, e2e_runne
     res = e2e_runner.run_logged(cmd, env=env, log_path=out / "run.log", timeout_s=900, cwd=repo_root)
     log = (out / "run.log").read_text(errors="replace")
     assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{e2e_runner.tail(out / 'run.log')}"
+    res.assert_no_strays()  # its Ray cluster went with it
     assert "step 2 is stuck" in log and "in stage 'test_hang'" in log
     assert "stacks of the trainer's process" in log and "maybe_hang_for_test" in log  # the hung frame is named
     assert "`ray stack`" in log

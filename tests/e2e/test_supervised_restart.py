@@ -68,6 +68,7 @@ def test_a_killed_rollout_server_is_survived(tiny_assets, repo_root, e2e_runner,
     log = (tmp_path / "launcher.log").read_text(errors="replace")
     assert killed, f"the rollout server was never found and killed\n{e2e_runner.tail(tmp_path / 'launcher.log')}"
     assert not res.timed_out and res.returncode == 0, f"{res.summary()}\n{e2e_runner.tail(tmp_path / 'launcher.log')}"
+    res.assert_no_strays()  # its Ray cluster went with it
     assert "attempt 1 ended with exit code" in log and "restart 1 of 2 from step 2" in log
     live = e2e_runner.metric_lines(metrics)
     train = [row for row in live if "feedback/n_records" in row["data"]]

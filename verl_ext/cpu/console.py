@@ -19,8 +19,12 @@ forwards to Ray, in every worker):
 - wandb's ``ConnectionResetError`` traceback when a Ray actor exits after ``wandb.finish``: its service is torn
   down with the tracker instead (:func:`install_tracking_hook`).
 - verl's multi-line ``Initial/Final validation metrics`` dump (the same numbers are on the step's metric line):
-  replaced by :func:`validation_line`, printed after verl's console line of every step that validated, e.g.
+  replaced by :func:`validation_line`, printed after the step's line whenever the step validated, e.g.
   ``[verl-heapa] step 10: val acc 0.213 (+0.081 since step 0; arith, 512 problems)``.
+- verl's per-step console line (the whole metric dict, ~230 keys, 8-12 kB a step): replaced by :func:`step_line`,
+  one compact line a step (``[verl-heapa] step 12/40 | reward 0.412 | zero-signal 38% | frontier 213 | rollouts
+  1,536 | 11.8 s/step | 5m31s left``); the full dict still goes to the file logger and wandb, and
+  ``VERL_EXT_CONSOLE=full`` puts verl's line back on the console.
 
 Every variable is a default: one set by the user wins.
 """
@@ -143,6 +147,88 @@ def count_problems(config: Mapping[str, Any] | None) -> int | None:
     return min(total, int(cap)) if isinstance(cap, int) and cap > 0 else total
 
 
+def _number(data: Mapping[str, Any], key: str) -> float | None:
+    value = data.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
+
+
+def step_line(data: Mapping[str, Any], step: int, total: int | None = None,
+              mean_step_s: float | None = None) -> str | None:
+    """One compact line for a training step's metrics (None for a step that only validated): step / total, the
+    training reward, the share of groups without signal (all right or all wrong), the frontier's size (HeaPA) or
+    HIVE's prune rate, the rollouts so far, seconds per step and the time left at ``mean_step_s``."""
+    step_s = _number(data, "timing_s/step")
+    if step_s is None:
+        return None
+    parts = [f"{PREFIX} step {step}" + (f"/{total}" if total else "")]
+    reward = _number(data, "critic/score/mean")
+    if reward is not None:
+        parts.append(f"reward {reward:.3f}")
+    flat = [_number(data, "feedback/frac_all_correct"), _number(data, "feedback/frac_all_wrong")]
+    if None not in flat:
+        parts.append(f"zero-signal {100 * (flat[0] + flat[1]):.0f}%")
+    frontier, pruned = _number(data, "pool/frontier_size"), _number(data, "hive/prune_rate")
+    if frontier is not None:
+        parts.append(f"frontier {frontier:,.0f}")
+    elif pruned is not None:
+        parts.append(f"pruned {100 * pruned:.0f}%")
+    rollouts = _number(data, "rollout/gen_responses_cum")
+    if rollouts is not None:
+        parts.append(f"rollouts {rollouts:,.0f}")
+    parts.append(f"{step_s:.1f} s/step")
+    if total and mean_step_s is not None and total > step:
+        parts.append(f"{_duration((total - step) * mean_step_s)} left")
+    return " | ".join(parts)
+
+
+def total_steps(config: Mapping[str, Any] | None) -> int | None:
+    """``trainer.total_training_steps`` when the config sets it (verl derives it from the epochs otherwise)."""
+    value = ((config or {}).get("trainer") or {}).get("total_training_steps")
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+class StepConsole:
+    """Stands in for verl's console logger: :func:`step_line` each step and :func:`validation_line` whenever the
+    step validated, to ``stream`` (stdout). On a terminal the step line is a progress line rewritten in place."""
+
+    def __init__(self, problems: int | None, total: int | None, stream=None):
+        self.validation = ValidationConsole(problems, stream)
+        self.total = total
+        self.stream = stream
+        self.steps_timed = 0
+        self.seconds = 0.0
+        self._open_line = False
+
+    def flush(self) -> None:
+        (self.stream or sys.stdout).flush()
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        stream = self.stream or sys.stdout
+        step_s = _number(data, "timing_s/step")
+        if step_s is not None:
+            self.steps_timed += 1
+            self.seconds += step_s
+        line = step_line(data, step, self.total, self.seconds / self.steps_timed if self.steps_timed else None)
+        live = bool(getattr(stream, "isatty", lambda: False)())
+        if line is not None:
+            stream.write(("\r" + line + "\x1b[K") if live else line + "\n")
+            self._open_line = live
+        if validation_line(data, step) is not None and self._open_line:
+            stream.write("\n")
+            self._open_line = False
+        stream.flush()
+        self.validation.log(data, step)
+
+
 class ValidationConsole:
     """A console sink beside verl's own console logger: writes :func:`validation_line` to the terminal (stdout, or
     ``stream``) for each logged step that validated (attached to verl's ``Tracking``)."""
@@ -189,7 +275,13 @@ def install_tracking_hook() -> None:
         backends = kwargs.get("default_backend", args[2] if len(args) > 2 else "console")
         backends = [backends] if isinstance(backends, str) else list(backends or [])
         config = kwargs.get("config", args[3] if len(args) > 3 else None)
-        self.verl_ext_console = ValidationConsole(count_problems(config)) if "console" in backends else None
+        self.verl_ext_console = None
+        if "console" in backends:
+            if os.environ.get("VERL_EXT_CONSOLE", "compact") == "full":  # verl's whole dict, then the summary
+                self.verl_ext_console = ValidationConsole(count_problems(config))
+            else:  # the compact line stands in for verl's console logger; file and wandb still get everything
+                self.console_logger = self.logger["console"] = StepConsole(count_problems(config),
+                                                                           total_steps(config))
         trainer = sys.modules.get("verl.trainer.ppo.v1.trainer_base")  # the fit loop that builds this Tracking
         current = getattr(trainer, "pprint", None)
         if callable(current) and not getattr(current, "_verl_ext_quiet", False):

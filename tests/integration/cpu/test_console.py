@@ -3,9 +3,13 @@ and the hooks on verl's ``Tracking`` (summary line after the console dump; wandb
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,7 +101,8 @@ def hooked_tracking():
         console.install_tracking_hook()
 
 
-def test_tracking_prints_one_summary_line_after_the_console_dump(hooked_tracking, tmp_path, capsys):
+def test_tracking_prints_one_summary_line_after_the_console_dump(hooked_tracking, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("VERL_EXT_CONSOLE", "full")  # verl's own dict line kept on the console
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -144,3 +149,54 @@ def test_verl_validation_dump_is_replaced_by_the_summary(hooked_tracking, capsys
     trainer_base.pprint("Initial validation metrics: {'val-core/arith/acc/mean@1': 0.1}")
     trainer_base.pprint({"kept": 1})
     assert capsys.readouterr().out == "{'kept': 1}\n"
+
+
+def _kept_run_steps():
+    """40 steps of a kept HeaPA-GRPO CPU run's metrics (trimmed to the prefixes the comparison keeps)."""
+    path = Path(__file__).resolve().parents[3] / "results" / "cpu_long" / "heapa_grpo_s3" / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(r["step"], r["data"]) for r in rows if r["step"] <= 40]
+
+
+def _console_bytes(hooked_tracking, capsys, monkeypatch, mode):
+    monkeypatch.setenv("VERL_EXT_CONSOLE", mode)
+    config = {"trainer": {"total_training_steps": 40}, "data": {}}
+    tracking = hooked_tracking(project_name="p", experiment_name="e", default_backend=["console"], config=config)
+    capsys.readouterr()
+    for step, data in _kept_run_steps():
+        tracking.log(data=data, step=step)
+    return capsys.readouterr().out
+
+
+def test_compact_console_one_line_a_step_and_under_20_kb_for_40_steps(hooked_tracking, capsys, monkeypatch):
+    out = _console_bytes(hooked_tracking, capsys, monkeypatch, "compact")
+    lines = out.splitlines()
+    step_lines = [ln for ln in lines if " s/step" in ln]
+    assert len(step_lines) == 40
+    shape = re.compile(r"^\[verl-heapa\] step (\d+)/40 \| reward \d\.\d{3} \| zero-signal \d+% \| frontier [\d,]+ \| "
+                       r"rollouts [\d,]+ \| \d+\.\d s/step( \| (\d+h)?(\d+m)?\d+s left)?$")
+    assert all(shape.match(ln) for ln in step_lines), step_lines[:3]
+    assert "left" in step_lines[0] and "left" not in step_lines[-1]
+    validations = [ln for ln in lines if ": val acc " in ln]
+    assert len(validations) == 5 and validations[0].startswith("[verl-heapa] step 0: val acc")
+    assert len(lines) == 45 and len(out.encode()) < 20_000
+
+
+def test_full_console_restores_verls_dict(hooked_tracking, capsys, monkeypatch):
+    out = _console_bytes(hooked_tracking, capsys, monkeypatch, "full")
+    assert len(out.encode()) > 100_000  # what the compact line saves: verl's dict of every metric, every step
+    assert "critic/score/mean" in out
+
+
+def test_a_terminal_gets_one_progress_line_rewritten_in_place():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Tty()
+    c = console.StepConsole(None, 3, stream=stream)
+    c.log({"timing_s/step": 2.0, "critic/score/mean": 0.5}, 1)
+    c.log({"timing_s/step": 4.0, "critic/score/mean": 0.6, "val-core/a/acc/mean@1": 0.3}, 2)
+    text = stream.getvalue()
+    assert text.startswith("\r[verl-heapa] step 1/3 | reward 0.500 | 2.0 s/step | 4s left")
+    assert "\r[verl-heapa] step 2/3 | reward 0.600 | 4.0 s/step | 3s left\x1b[K\n[verl-heapa] step 2: val acc 0.300" in text
