@@ -101,16 +101,19 @@ MAX_PROMPT_LENGTH="${MAX_PROMPT_LENGTH:-2048}"
 MAX_RESPONSE_LENGTH="${MAX_RESPONSE_LENGTH:-20480}"
 # Attention of the actor/reference models: verl's default, flash_attention_2, needs the flash-attn package, which
 # neither verl's vllm extra nor ours installs (no binary wheel on PyPI). ATTN_IMPL=auto (default) uses it when it
-# imports and PyTorch's sdpa otherwise; remove-padding (packed sequences) works only with flash attention.
+# imports and PyTorch's sdpa otherwise. Both run packed (remove-padding): verl passes a packed batch with
+# attention_mask=None and per-sequence position ids, from which transformers builds sdpa's block-diagonal mask;
+# padded rows would pad a 24k-token micro-batch to rows x its longest row (docs/gpu_memory.md). eager: padded.
 ATTN_IMPL="${ATTN_IMPL:-auto}"
 if [[ "$ATTN_IMPL" == auto ]]; then
   if "$PYTHON" -c 'import flash_attn' >/dev/null 2>&1; then ATTN_IMPL=flash_attention_2; else
     ATTN_IMPL=sdpa
-    echo "[verl-heapa] flash-attn is not installed: using sdpa attention without remove-padding (slower on long" \
-         "responses; FLASH_ATTN=1 bash scripts/setup_env.sh builds flash-attn, then ATTN_IMPL=auto picks it)" >&2
+    echo "[verl-heapa] flash-attn is not installed: using sdpa attention on packed sequences (remove-padding; slower" \
+         "than flash attention on long responses; FLASH_ATTN=1 bash scripts/setup_env.sh builds flash-attn, then" \
+         "ATTN_IMPL=auto picks it)" >&2
   fi
 fi
-case "$ATTN_IMPL" in flash_attention_2|flash_attention_3) REMOVE_PADDING=True ;; *) REMOVE_PADDING=False ;; esac
+case "$ATTN_IMPL" in flash_attention_2|flash_attention_3|sdpa) REMOVE_PADDING=True ;; *) REMOVE_PADDING=False ;; esac
 ARGS=(
   method="$METHOD" platform=gpu
   data.train_files="$TRAIN_FILE" data.val_files="$VAL_FILES"
@@ -142,7 +145,43 @@ else
   ARGS+=(heapa.teacher.backend=programmatic)
 fi
 ARGS+=("$@")
-if [[ "${DRY_RUN:-0}" == "1" ]]; then printf '%s\n' "${ARGS[@]}"; exit 0; fi
+# wandb: online when this node has a key (WANDB_API_KEY, or a ~/.netrc entry for api.wandb.ai, written by `wandb
+# login`), offline otherwise: without a key wandb.init stops the run at start. An explicit WANDB_MODE wins.
+GPU_LOGGERS="${LOGGERS:-[console,wandb,file]}"
+if [[ "$GPU_LOGGERS" == *wandb* ]]; then
+  export WANDB_DIR="${WANDB_DIR:-$CKPT_DIR}"
+  if [[ -z "${WANDB_MODE:-}" ]]; then
+    if [[ -n "${WANDB_API_KEY:-}" ]] || grep -qs 'api\.wandb\.ai' "${NETRC:-$HOME/.netrc}"; then export WANDB_MODE=online
+    else
+      export WANDB_MODE=offline
+      echo "[verl-heapa] wandb: no API key here (WANDB_API_KEY or ~/.netrc): logging offline to $WANDB_DIR/wandb;" \
+           "\`wandb sync $WANDB_DIR/wandb/offline-run-*\` uploads it later" >&2
+    fi
+  fi
+  echo "[verl-heapa] WANDB_MODE=$WANDB_MODE" >&2
+fi
+# the largest micro-batch's memory by phase (verl_ext/gpu_plan), when the model's config.json is on this machine
+model_config() {
+  local path="$MODEL_PATH" a hub
+  for a in "${ARGS[@]}"; do [[ "$a" == actor_rollout_ref.model.path=* ]] && path="${a#actor_rollout_ref.model.path=}"; done
+  [[ -f "$path/config.json" ]] && { printf '%s' "$path/config.json"; return 0; }
+  hub="${HF_HUB_CACHE:-${HF_HOME:-$HOME/.cache/huggingface}/hub}/models--${path//\//--}/snapshots"
+  [[ "$path" != /* && -d "$hub" ]] && compgen -G "$hub/*/config.json" >/dev/null && { ls -t "$hub"/*/config.json | head -n1; return 0; }
+  return 1
+}
+if [[ "${DRY_RUN:-0}" == "1" ]]; then
+  printf '%s\n' "${ARGS[@]}"
+  if [[ "${GPU_PLAN:-1}" == 1 ]]; then
+    if cfg_json="$(model_config)"; then
+      printf '%s\n' "${ARGS[@]}" | "$PYTHON" -m verl_ext.gpu_plan --model-config "$cfg_json" \
+        --gpu-gb "${GPU_GB:-80}" >&2 || echo "[verl-heapa] the GPU memory estimate failed (see above)" >&2
+    else
+      echo "[verl-heapa] GPU memory estimate: no config.json for $MODEL_PATH on this machine; run" \
+           "\`FORCE_GPU=1 DRY_RUN=1 bash $0 | python -m verl_ext.gpu_plan --model-config <config.json|qwen3-4b> --gpu-gb 80 40\`" >&2
+    fi
+  fi
+  exit 0
+fi
 export VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$CKPT_DIR/metrics.jsonl}"
 exec "$PYTHON" -m recipe.heapa.supervise --ckpt-dir "$(ckpt_dir "$CKPT_DIR")" -- \
   "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"

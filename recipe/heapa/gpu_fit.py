@@ -7,10 +7,15 @@ Two settings of verl 0.9.1 stop a first GPU run before its first step when left 
   transformers raises ``ImportError: FlashAttention2 has been toggled on, but ...`` at model load when the
   ``flash-attn`` package is missing. Neither verl's ``vllm`` extra nor this project's ``gpu`` extra installs it
   (PyPI has no binary wheel; it compiles against the CUDA toolkit for a long time). So when the setting is left to
-  verl's default and ``flash_attn`` is not importable, the run uses PyTorch's ``sdpa`` and turns
-  ``use_remove_padding`` off (verl's remove-padding path packs the batch into one sequence, which only the
-  flash-attention kernels separate again), and says how to get the faster option. An explicit
-  ``flash_attention_2`` without the package is an error naming the key.
+  verl's default and ``flash_attn`` is not importable, the run uses PyTorch's ``sdpa`` and keeps
+  ``use_remove_padding`` (verl's default, True): verl's packed path passes ``attention_mask=None``, ``use_cache=False``
+  and per-sequence position ids, and transformers (5.x ``masking_utils.find_packed_sequence_indices``) turns those
+  into a block-diagonal causal mask for sdpa, so packed sdpa gives the padded path's log-probs
+  (``tests/integration/gpu_plan/test_packed_sdpa.py``: verl's own input/output code on a tiny Qwen3, fp32, max
+  difference ~5e-7). Padded rows are the memory risk: verl pads every row of a micro-batch to its longest, so one
+  of 24k real tokens becomes rows x ~22k positions of 151,936-wide logits (``python -m verl_ext.gpu_plan``). It says
+  how to get the faster option. An explicit ``flash_attention_2`` without the package is an error naming the key;
+  ``eager`` runs padded (not checked packed).
 - **vLLM's context.** With ``rollout.max_model_len`` unset, verl sizes vLLM for the model's
   ``max_position_embeddings`` (262,144 tokens for Qwen3-4B-Instruct-2507: ~36 GiB of KV cache for one sequence,
   which fails at start-up on 40-48 GB GPUs). A rollout never needs more than prompt + response, so that is the
@@ -34,7 +39,9 @@ MAX_MODEL_LEN_KEY = "actor_rollout_ref.rollout.max_model_len"
 VERL_DEFAULT_ATTN = "flash_attention_2"
 # attention implementations that need a package beyond torch, and the module that must import
 NEEDS_MODULE = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
-PACKED_OK = frozenset(NEEDS_MODULE)  # implementations that separate the sequences of a packed (remove-padding) batch
+# implementations that separate the sequences of a packed (remove-padding) batch: flash attention by cu_seqlens,
+# sdpa by the block-diagonal mask transformers derives from the packed position ids
+PACKED_OK = frozenset(NEEDS_MODULE) | {"sdpa"}
 
 
 def has_module(name: str) -> bool:
@@ -42,7 +49,19 @@ def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def fit_attention(config: DictConfig, available=has_module) -> str:
+def sdpa_packs() -> bool:
+    """transformers derives a block-diagonal mask from packed position ids (``find_packed_sequence_indices``, 4.5x+;
+    the GPU set pins 5.9): without it a packed sdpa batch would attend across its sequences."""
+    import importlib
+
+    try:
+        masking = importlib.import_module("transformers.masking_utils")
+    except ImportError:
+        return False
+    return hasattr(masking, "find_packed_sequence_indices")
+
+
+def fit_attention(config: DictConfig, available=has_module, packs=sdpa_packs) -> str:
     """Settle the attention implementation and ``use_remove_padding``; returns the implementation used."""
     model = config.actor_rollout_ref.model
     override = model.get("override_config") or {}
@@ -56,13 +75,18 @@ def fit_attention(config: DictConfig, available=has_module) -> str:
                 f"install it (pip install flash-attn --no-build-isolation, with the CUDA toolkit that matches torch) "
                 f"or set {ATTN_KEY}=sdpa")
         logger.warning("flash-attn is not installed: the actor and reference models use PyTorch's sdpa attention "
-                       "with %s=False (slower for long responses; for the faster path install flash-attn, e.g. "
-                       "FLASH_ATTN=1 bash scripts/setup_env.sh, and rerun)", REMOVE_PADDING_KEY)
+                       "on packed sequences (%s kept; slower than flash attention for long responses; for the "
+                       "faster path install flash-attn, e.g. FLASH_ATTN=1 bash scripts/setup_env.sh, and rerun)",
+                       REMOVE_PADDING_KEY)
         impl = "sdpa"
     with open_dict(config):
         if model.get("override_config") is None:
             model.override_config = {}
         model.override_config.attn_implementation = impl
+        if impl == "sdpa" and model.get("use_remove_padding", False) and not packs():
+            logger.warning("this transformers cannot separate a packed sdpa batch: setting %s=False (padded rows; "
+                           "see python -m verl_ext.gpu_plan for their memory)", REMOVE_PADDING_KEY)
+            model.use_remove_padding = False
         if impl not in PACKED_OK and model.get("use_remove_padding", False):
             if explicit:
                 logger.warning("%s=%s cannot separate a packed batch: setting %s=False", ATTN_KEY, impl,

@@ -177,7 +177,7 @@ def step_line(data: Mapping[str, Any], step: int, total: int | None = None,
     if None not in flat:
         parts.append(f"zero-signal {100 * (flat[0] + flat[1]):.0f}%")
     frontier, pruned = _number(data, "pool/frontier_size"), _number(data, "hive/prune_rate")
-    if frontier is not None:
+    if frontier:  # the uniform baselines report an empty frontier: nothing to show
         parts.append(f"frontier {frontier:,.0f}")
     elif pruned is not None:
         parts.append(f"pruned {100 * pruned:.0f}%")

@@ -173,7 +173,7 @@ def test_compact_console_one_line_a_step_and_under_20_kb_for_40_steps(hooked_tra
     lines = out.splitlines()
     step_lines = [ln for ln in lines if " s/step" in ln]
     assert len(step_lines) == 40
-    shape = re.compile(r"^\[verl-heapa\] step (\d+)/40 \| reward \d\.\d{3} \| zero-signal \d+% \| frontier [\d,]+ \| "
+    shape = re.compile(r"^\[verl-heapa\] step (\d+)/40 \| reward \d\.\d{3} \| zero-signal \d+% \| (frontier [\d,]+ \| )?"
                        r"rollouts [\d,]+ \| \d+\.\d s/step( \| (\d+h)?(\d+m)?\d+s left)?$")
     assert all(shape.match(ln) for ln in step_lines), step_lines[:3]
     assert "left" in step_lines[0] and "left" not in step_lines[-1]

@@ -18,7 +18,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from recipe.heapa.gpu_fit import ATTN_KEY, NEEDS_MODULE, fit_attention, fit_context, fit_gpu
+from recipe.heapa.gpu_fit import ATTN_KEY, NEEDS_MODULE, PACKED_OK, fit_attention, fit_context, fit_gpu
 from recipe.heapa.settings import parse_settings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -89,8 +89,8 @@ def check_first_run(cfg) -> list[str]:
     module = NEEDS_MODULE.get(impl)
     if module and not in_gpu_set(module):
         problems.append(f"attention {impl} needs {MODULE_PACKAGE[module]}, which the gpu set does not install")
-    if model.get("use_remove_padding") and not module:
-        problems.append(f"use_remove_padding with {impl}: a packed batch needs flash attention")
+    if model.get("use_remove_padding") and impl not in PACKED_OK:
+        problems.append(f"use_remove_padding with {impl}: a packed batch needs flash attention or sdpa")
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)  # as verl's workers build it (its _target_)
     assert isinstance(rollout, RolloutConfig)
     need = cfg.data.max_prompt_length + cfg.data.max_response_length
@@ -121,7 +121,8 @@ def test_every_gpu_launcher_fits_the_gpu_set(method, monkeypatch):
     if method.startswith("heapa"):  # a runaway teacher reply is bounded, not left to run into the timeout
         assert settings.teacher.backend == "openai" and settings.teacher.max_tokens == 1024
     chosen = fit_gpu(cfg, available=in_gpu_set)  # what main_heapa.prepare does on platform=gpu
-    assert chosen["attn_implementation"] == "sdpa" and chosen["use_remove_padding"] is False
+    # packed sdpa: padded rows would pad a 24k-token micro-batch to rows x its longest (tests/integration/gpu_plan)
+    assert chosen["attn_implementation"] == "sdpa" and chosen["use_remove_padding"] is True
     assert chosen["max_model_len"] == 2048 + 20480
     assert check_first_run(cfg) == []
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -153,7 +154,9 @@ def test_flash_attention_is_chosen_when_it_imports(tmp_path):
     args = dry_run("grpo", env={"PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"})
     assert "++actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2" in args
     assert "actor_rollout_ref.model.use_remove_padding=True" in args
-    assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in dry_run("grpo")
+    sdpa = dry_run("grpo")
+    assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in sdpa
+    assert "actor_rollout_ref.model.use_remove_padding=True" in sdpa
     eager = dry_run("grpo", env={"ATTN_IMPL": "eager"})
     assert "++actor_rollout_ref.model.override_config.attn_implementation=eager" in eager
     assert "actor_rollout_ref.model.use_remove_padding=False" in eager
@@ -166,6 +169,12 @@ def test_fit_attention_rules():
     assert cfg.actor_rollout_ref.model.use_remove_padding is True
     cfg = compose_cfg(base + ["actor_rollout_ref.model.use_remove_padding=True"], "grpo")
     assert fit_attention(cfg, available=lambda m: False) == "sdpa"
+    assert cfg.actor_rollout_ref.model.use_remove_padding is True  # packed sdpa
+    cfg = compose_cfg(base + ["actor_rollout_ref.model.use_remove_padding=True"], "grpo")
+    assert fit_attention(cfg, available=lambda m: False, packs=lambda: False) == "sdpa"
+    assert cfg.actor_rollout_ref.model.use_remove_padding is False  # a transformers without packed masks
+    cfg = compose_cfg(base + ["actor_rollout_ref.model.use_remove_padding=True", f"++{ATTN_KEY}=eager"], "grpo")
+    assert fit_attention(cfg, available=lambda m: False) == "eager"
     assert cfg.actor_rollout_ref.model.use_remove_padding is False
     cfg = compose_cfg(base + [f"++{ATTN_KEY}=flash_attention_2"], "grpo")
     with pytest.raises(ValueError, match=re.escape(ATTN_KEY)):
