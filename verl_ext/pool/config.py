@@ -20,7 +20,7 @@ from verl_ext.pool.errors import ConfigError
 from verl_ext.pool.estimators import build_estimator
 
 SAMPLING_MODES = ("medium_only", "mixed")
-BOUNDARIES = ("target", "median", "signal")
+BOUNDARIES = ("target", "median", "signal", "progress")
 EVICTIONS = ("farthest", "paper")
 REINSERT_TRIGGERS = ("below_batch", "always", "never")
 EXPLORATIONS = ("adaptive", "fixed", "greedy")
@@ -57,8 +57,15 @@ class PoolConfig:
       scored record may be drawn, with weight ``v(1-v)`` of its estimate ``v`` (how likely its group is mixed), so
       a record at 0.85 comes half as often as one at 0.5 instead of never (``target_pass_rate`` only centres the
       greedy exploration count and the frontier metrics there).
+      ``progress``: each batch splits its frontier seats between the ``signal`` and the ``target`` draw, the
+      split chosen from what the records each draw took measured when they came back (``pool/progress.py``).
     - ``signal_share``: under ``signal``, the share of the frontier seats drawn that way; the rest go to the
       records nearest ``target_pass_rate`` as under ``target`` (1 = all by weight).
+    - ``progress_min_share``: under ``progress``, the least share of the frontier seats each draw keeps (the
+      signal share is this or ``1 -`` this), so both stay measured.
+    - ``progress_decay``: under ``progress``, the weight an arm's older measurements keep per new one.
+    - ``progress_min_count``: under ``progress``, the (decayed) re-visits each arm needs before the split may
+      leave the target side.
     - ``target_pass_rate``: the pass rate ``target`` aims at (0.5: a group is most likely mixed there).
     - ``candidate_ratio``: ``target`` draws the batch at random from this many times ``need`` nearest records
       (1 = the nearest ones; ``median`` always uses the paper's 2).
@@ -104,6 +111,9 @@ class PoolConfig:
     target_pass_rate: Fraction = 0.5
     candidate_ratio: Annotated[Float, Field(ge=1.0, le=1e6)] = 1.0
     signal_share: Fraction = 1.0
+    progress_min_share: Annotated[Float, Field(ge=0.0, le=0.5)] = 0.1
+    progress_decay: Annotated[Float, Field(ge=0.0, lt=1.0)] = 0.995
+    progress_min_count: Annotated[Float, Field(ge=0.0)] = 20.0
     low_fraction: Fraction = 0.5
     sampling_mode: Literal[SAMPLING_MODES] = "medium_only"
     mixed_easy_fraction: Fraction = 0.5

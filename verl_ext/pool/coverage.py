@@ -187,6 +187,8 @@ class PoolCoverageMixin:
         out["pool/cold_distance"] = -1.0 if d is None else d
         out["pool/better_than_cold"] = -1.0 if better is None else float(better)
         out.update(self._window.metrics())
+        if self.config.boundary == "progress":
+            out.update(self._progress.metrics())
         return out
 
     def frontier_size(self) -> int:

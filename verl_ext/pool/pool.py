@@ -40,6 +40,7 @@ from verl_ext.pool.coverage import ColdYield, PoolCoverageMixin, SelectionWindow
 from verl_ext.pool.feedback import FeedbackSummary
 from verl_ext.pool.cold_queue import ColdQueue
 from verl_ext.pool.ingest import PoolIngestMixin
+from verl_ext.pool.progress import DrawProgress
 from verl_ext.pool.record import ARCHIVED, AUGMENTED, COLD, IN_FLIGHT, POOLED, PromptRecord
 from verl_ext.pool.state import PoolStateMixin
 
@@ -83,6 +84,8 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
         self._cold_yield = ColdYield()
         self._measured = 0  # held records with a measured value (for pool/measured_share)
         self._last_cold = (0.0, 0.0)  # (the rule's cold share, the share drawn) of the last sample
+        cfg = self.config
+        self._progress = DrawProgress(cfg.progress_decay, cfg.progress_min_share, cfg.progress_min_count)
 
     # ------------------------------------------------------------------ handing out and taking back
     # The storage moves a selection rule makes (HeaPA's frontier draw: ``verl_ext/selection/frontier/``). A draw
@@ -102,6 +105,11 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
     def target_bucket(self) -> int:
         """The bucket of ``target_pass_rate``."""
         return self._target_bucket
+
+    @property
+    def draw_progress(self) -> DrawProgress:
+        """What the ``progress`` frontier measured about its two draws (``pool/progress.py``)."""
+        return self._progress
 
     @property
     def num_cold(self) -> int:
@@ -160,6 +168,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
         for rid in ids:
             if self._get(rid).status != IN_FLIGHT:
                 raise RecordStateError(f"release: record {rid} is {self._records[rid].status}, not in flight")
+        self._progress.forget(ids)
         for rid in reversed(ids):
             del self._in_flight[rid]
             value = self.ranking_value(rid)
@@ -198,6 +207,8 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
             self.estimator.update(rec, passes, n)
             if estimate is None:  # a cold draw's first measurement: what the next one is expected to read
                 self._observe_cold(self.estimator.value(rec))
+            if self._progress.pending:
+                self._progress.observe(rid, rec.last_pass, passes, n)
             rec.last_pass = passes / n
             rec.visits += 1
             rec.solved_bits = ((rec.solved_bits << 1) | (passes == n)) & mask

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from verl_ext.pool.errors import ConfigError
+from verl_ext.pool.progress import DrawProgress
 from verl_ext.pool.record import ARCHIVED, COLD, FIELDS, IN_FLIGHT, POOLED, PromptRecord
 
 logger = logging.getLogger(__name__)
@@ -25,9 +26,10 @@ class PoolStateMixin:
     """``state_dict``/``load_state_dict`` for ``QueryPool`` (kept apart so pool.py stays about behaviour)."""
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-safe snapshot of the whole pool (O(n))."""
+        """JSON-safe snapshot of the whole pool (O(n)). The ``progress`` frontier's measurements are saved only
+        under ``boundary: progress`` (the only rule that reads them)."""
         scored = self._scored
-        return {
+        state = {
             "schema_version": SCHEMA_VERSION,
             "config": self.config.to_dict(),
             "estimator": self.estimator.spec(),
@@ -51,6 +53,9 @@ class PoolStateMixin:
             "cold_yield": self._cold_yield.state_dict(),
             "last_cold": list(self._last_cold),
         }
+        if self.config.boundary == "progress":
+            state["draw_progress"] = self._progress.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a snapshot taken by ``state_dict``; validates it before replacing anything."""
@@ -115,6 +120,10 @@ class PoolStateMixin:
         self._last_cold = tuple(state.get("last_cold", (0.0, 0.0)))
         # absent before exploration: greedy: the expectation restarts from the next cold draw measured
         self._cold_yield.load_state_dict(state.get("cold_yield", {"weight": 0.0, "total": 0.0}))
+        cfg = self.config
+        self._progress = DrawProgress(cfg.progress_decay, cfg.progress_min_share, cfg.progress_min_count)
+        if "draw_progress" in state:  # absent unless written under boundary: progress; then it starts afresh
+            self._progress.load_state_dict(state["draw_progress"])
 
 
 def _pooled_ids(state: dict[str, Any]) -> list[int]:

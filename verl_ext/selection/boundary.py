@@ -1,7 +1,8 @@
 """``boundary``: HeaPA's selection: a share of cold records, then the records at the capability frontier.
 
 The rule is ``verl_ext/selection/frontier/`` (``draw_batch``: the cold share of ``exploration.py``, the frontier
-draws of ``draw.py``), configured by the pool's ``boundary`` (``target`` pass rate or the paper's ``median``),
+draws of ``draw.py``), configured by the pool's ``boundary`` (``target`` pass rate, the paper's ``median``,
+``signal`` or the measured split ``progress``),
 ``cold_fraction`` and ``exploration``, ``sampling_mode`` and child cap (``heapa.pool.*``, where users set them).
 The pool only stores: it hands its buckets, cold queue, RNG and coverage measurements to the rule.
 """
@@ -34,6 +35,8 @@ class BoundaryStrategy(Strategy):
             "select/frac_boundary": (after["sampled_boundary"] - before["sampled_boundary"]) / picked,
             "select/frac_children": (after["sampled_children"] - before["sampled_children"]) / picked,
         }
+        if pool.config.boundary == "progress":  # the split the measured rule chose for this batch
+            self._last["select/progress_share"] = pool.draw_progress.share
         return ids
 
     def metrics(self) -> dict[str, float]:

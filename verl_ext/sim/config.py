@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from typing_extensions import TypedDict
 
 from verl_ext.augment.config import AugmentConfig
-from verl_ext.config_model import Float, Fraction, NonNegInt, PositiveInt, Str, config_dataclass, parse
+from verl_ext.config_model import Bool, Float, Fraction, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
 from verl_ext.pool.config import PoolConfig
 from verl_ext.pool.errors import ConfigError
 from verl_ext.pool.lineage.config import LineageConfig
@@ -45,13 +45,27 @@ Mixture = Annotated[list[Component], Field(min_length=1)]
 class PromptsConfig:
     """The data: ``n_train`` pool seeds, ``n_test`` held-out prompts (they define accuracy), ``n_topics`` topics
     (assigned uniformly), difficulties drawn from a normal mixture in logits (``test_difficulty``: None = the
-    training mixture)."""
+    training mixture). ``topic_per_component`` (opt-in): each component of the mixture is one topic, a difficulty
+    level that is its own skill (a prompt's topic is the component it was drawn from, in the test set too), so
+    ``n_topics`` must equal the number of components."""
 
     n_train: PositiveInt = 2000
     n_test: PositiveInt = 500
     n_topics: PositiveInt = 4
     difficulty: Mixture = field(default_factory=lambda: [{"weight": 1.0, "mean": 0.5, "std": 1.5}])
     test_difficulty: Mixture | None = None
+    topic_per_component: Bool = False
+
+    @model_validator(mode="after")
+    def _levels(self) -> "PromptsConfig":
+        """Under ``topic_per_component`` every mixture has one component per topic."""
+        if self.topic_per_component:
+            for name in ("difficulty", "test_difficulty"):
+                mix = getattr(self, name)
+                if mix is not None and len(mix) != self.n_topics:
+                    raise Invalid(f"has {len(mix)} components but n_topics is {self.n_topics} "
+                                  "(topic_per_component: one component per topic)", field=name)
+        return self
 
 
 @config_dataclass(name="learner", error=ConfigError)
@@ -68,7 +82,9 @@ class LearnerConfig:
     ``prompt_entropy_decay`` (opt-in, 0 = off, every shipped scenario): HIVE's probe reads ``(1 - decay) ** updates``
     times its noisy binary entropy (the scale moves, not the information), the policy-wide fall of a real prompt entropy while it trains (the CPU comparison:
     1.3 -> 0.4 nats in 40 steps, about 0.03 a step), which a probe ranked against older measurements mistakes for
-    certainty."""
+    certainty.
+    ``topic_rates`` (opt-in, None = 1 for every topic, every scenario before ``levels_no_transfer``): per topic, a
+    factor on ``learning_rate`` (how learnable that skill is); one value per topic."""
 
     init_ability: Float = 0.0
     discrimination: Annotated[Float, Field(gt=0.0)] = 1.0
@@ -78,6 +94,7 @@ class LearnerConfig:
     drift_std: _NonNeg = 0.01
     repeat_decay: Fraction = 1.0
     prompt_entropy_decay: Annotated[Float, Field(ge=0.0, le=0.99)] = 0.0
+    topic_rates: list[_NonNeg] | None = None
 
 
 @config_dataclass(name="train", error=ConfigError)
@@ -146,6 +163,10 @@ class ScenarioConfig:
         """The ``pool``/``lineage`` blocks build now, not mid-benchmark, and the pool holds every seed."""
         pool = self.pool_config()
         self.lineage_config()
+        rates = self.learner.topic_rates
+        if rates is not None and len(rates) != self.prompts.n_topics:
+            raise ConfigError(f"learner.topic_rates has {len(rates)} values but prompts.n_topics is "
+                              f"{self.prompts.n_topics}")
         if pool.max_pool_size < self.prompts.n_train:
             raise ConfigError(f"pool.max_pool_size ({pool.max_pool_size}) is below "
                               f"prompts.n_train ({self.prompts.n_train})")

@@ -62,6 +62,8 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "heapa_signal": SimStrategy("boundary", augment=True, lineage=True, pool={"boundary": "signal"}),
     "heapa_signal_half": SimStrategy("boundary", augment=True, lineage=True,
                                      pool={"boundary": "signal", "signal_share": 0.5}),
+    # the split between the two chosen from what each draw's records measured (docs/pool.md)
+    "heapa_progress": SimStrategy("boundary", augment=True, lineage=True, pool={"boundary": "progress"}),
     "hive": SimStrategy("hive"),
     "hive_window": SimStrategy("hive", options={"prune_reference": "window"}),  # the rule before (docs/hive.md)
     "mopps": SimStrategy("mopps"),

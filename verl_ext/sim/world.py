@@ -9,7 +9,9 @@ learner needs exactly the properties that make that choice matter, and nothing m
   carry no GRPO signal, so only the reward spread of mixed groups (``2*sqrt(q(1-q))``, the mean |advantage| per
   response, 1 at q=0.5) moves the ability, averaged over the batch's responses as GRPO's loss averages over rows
   (zero-variance groups dilute the update; a group of m responses weighs m);
-- gains go mostly to the group's topic and partly (``transfer``) to all topics; per-prompt memorisation
+- gains go mostly to the group's topic and partly (``transfer``) to all topics, scaled per topic by
+  ``topic_rates`` where a scenario sets them (levels that are separate skills, some harder to learn than others:
+  ``prompts.topic_per_component`` makes each difficulty component a topic); per-prompt memorisation
   (``memo``) makes re-training one prompt worth less and does not reach the test set; opt-in, ``repeat_decay``
   discounts a prompt's share of the update by how often it was trained before (diminishing returns); a random walk
   (``drift_std``) and the learning itself move the frontier, so statistics go stale.
@@ -29,13 +31,19 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def draw_mixture(rng: np.random.Generator, comps: list[dict[str, float]], size: int) -> np.ndarray:
-    """``size`` draws from a normal mixture ``[{weight, mean, std}, ...]``."""
+def draw_components(rng: np.random.Generator, comps: list[dict[str, float]],
+                    size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` draws from a normal mixture ``[{weight, mean, std}, ...]`` and the component each came from."""
     weights = np.array([c["weight"] for c in comps])
     which = rng.choice(len(comps), size=size, p=weights / weights.sum())
     means = np.array([c["mean"] for c in comps])[which]
     stds = np.array([c["std"] for c in comps])[which]
-    return means + stds * rng.standard_normal(size)
+    return means + stds * rng.standard_normal(size), which
+
+
+def draw_mixture(rng: np.random.Generator, comps: list[dict[str, float]], size: int) -> np.ndarray:
+    """``size`` draws from a normal mixture ``[{weight, mean, std}, ...]``."""
+    return draw_components(rng, comps, size)[0]
 
 
 class SyntheticWorld:
@@ -57,11 +65,14 @@ class SyntheticWorld:
         self.known = np.zeros(cap, dtype=bool)
         self.trained = np.zeros(cap)  # trainings per record (``repeat_decay``)
         self.updates = 0  # policy updates so far (``prompt_entropy_decay``)
-        self.seed_difficulty = draw_mixture(rng_init, prompts.difficulty, prompts.n_train)
+        self.seed_difficulty, seed_level = draw_components(rng_init, prompts.difficulty, prompts.n_train)
         self.seed_topic = rng_init.integers(prompts.n_topics, size=prompts.n_train)
         test_mix = prompts.test_difficulty if prompts.test_difficulty is not None else prompts.difficulty
-        self.test_difficulty = draw_mixture(rng_init, test_mix, prompts.n_test)
+        self.test_difficulty, test_level = draw_components(rng_init, test_mix, prompts.n_test)
         self.test_topic = rng_init.integers(prompts.n_topics, size=prompts.n_test)
+        if prompts.topic_per_component:  # levels: the component is the skill (the uniform draws stay consumed)
+            self.seed_topic, self.test_topic = seed_level.astype(np.int64), test_level.astype(np.int64)
+        self.topic_rates = None if learner.topic_rates is None else np.asarray(learner.topic_rates, dtype=np.float64)
 
     # ------------------------------------------------------------------ prompts
     def register(self, ids: np.ndarray, difficulty: np.ndarray, topic: np.ndarray, valid: np.ndarray) -> None:
@@ -128,6 +139,8 @@ class SyntheticWorld:
             teach = teach * (sizes / sizes.mean())
             own = np.bincount(self.topic[ids], weights=teach, minlength=self.n_topics)
             gain = (1.0 - cfg.transfer) * self.n_topics * own + cfg.transfer * teach.sum()
+            if self.topic_rates is not None:
+                gain = gain * self.topic_rates
             self.ability += cfg.learning_rate * gain / max(len(ids), batch_size or 0)
             self.memo[ids] += cfg.item_learning_rate * spread
             self.trained[ids] += 1.0

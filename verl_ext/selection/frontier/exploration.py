@@ -75,5 +75,6 @@ def cap_revisits(pool: QueryPool, picked: list[int]) -> tuple[list[int], list[in
     if not drop:
         return picked, []
     pool.restore(drop)
+    pool.draw_progress.forget(drop)
     dropped = set(drop)
     return [rid for rid in picked if rid not in dropped], pool.pop_cold(len(drop))

@@ -3,8 +3,8 @@ the selection policy left the pool).
 
 Cold records first (the share ``cold_share(k)``: the ``exploration`` rule of ``exploration.py``) while scored
 records can fill the rest (``max_window_visits`` may swap frontier picks for more); then, in ``mixed`` mode, a
-share from the easiest; the rest from the frontier (``boundary``: ``target``, ``median`` or ``signal``, see
-``draw.py``), with at most ``max_child_fraction`` of the batch augmented. The knobs are the pool's
+share from the easiest; the rest from the frontier (``boundary``: ``target``, ``median``, ``signal`` or
+``progress``, see ``draw.py``), with at most ``max_child_fraction`` of the batch augmented. The knobs are the pool's
 (``heapa.pool.*``, ``PoolConfig``): users set them there, and the pool's coverage metrics read the same ones.
 
 Stateless: the randomness is the pool's RNG (checkpointed with the pool, drawn in the same order as before the
@@ -21,6 +21,7 @@ import numpy as np
 
 from verl_ext.pool import AUGMENTED, QueryPool
 from verl_ext.pool.checks import check_count
+from verl_ext.pool.progress import SIGNAL, TARGET
 from verl_ext.selection.frontier.draw import median_candidates, nearest, rank_window, sample_parts, signal_draw
 from verl_ext.selection.frontier.exploration import cap_revisits, cold_share
 
@@ -75,14 +76,16 @@ def _frontier_draw(pool: QueryPool, need: int, child_budget: int | None) -> list
             picked = _cap_children(pool, picked, child_budget)
         pool.withdraw(picked)
     else:
-        n_signal = round(need * cfg.signal_share) if cfg.boundary == "signal" else 0
+        n_signal = round(need * _signal_share(pool))
         picked = signal_draw(buckets, n_signal, rng, child_budget, _child_weight(pool)) if n_signal else []
         pool.withdraw(picked)
+        _note_arm(pool, picked, SIGNAL)
         if need > len(picked):
             if child_budget is not None:
                 child_budget -= sum(1 for rid in picked if _is_child(pool, rid))
             near = _nearest_target(pool, need - len(picked), child_budget)
             pool.withdraw(near)
+            _note_arm(pool, near, TARGET)
             picked.extend(near)
     # The cap left seats empty: fill them with the seeds nearest the frontier, and only when no seed is left
     # with children after all (the cap shapes a batch; it never makes one short).
@@ -91,8 +94,26 @@ def _frontier_draw(pool: QueryPool, need: int, child_budget: int | None) -> list
         if short > 0 and buckets:
             fill = nearest(buckets, pool.center_bucket(), short, rng, child_budget=budget)
             pool.withdraw(fill)
+            _note_arm(pool, fill, TARGET)
             picked.extend(fill)
     return picked
+
+
+def _signal_share(pool: QueryPool) -> float:
+    """The share of the frontier seats drawn by weight: ``signal_share`` under ``signal``, the measured choice
+    under ``progress`` (``pool/progress.py``), none under ``target``."""
+    boundary = pool.config.boundary
+    if boundary == "signal":
+        return pool.config.signal_share
+    if boundary == "progress":
+        return pool.draw_progress.choose()
+    return 0.0
+
+
+def _note_arm(pool: QueryPool, ids: list[int], arm: int) -> None:
+    """Under ``progress``, which draw took ``ids`` (their feedback is that draw's measurement)."""
+    if ids and pool.config.boundary == "progress":
+        pool.draw_progress.note(ids, arm)
 
 
 def _nearest_target(pool: QueryPool, need: int, child_budget: int | None) -> list[int]:
