@@ -1,0 +1,66 @@
+"""The device smoke test's carry bundle (scripts/device_smoke/build_bundle.py) fits what a lent machine takes.
+
+A lent GPU machine takes at most 64 MiB carried in, the working tree included. With ``VERL_EXT_BUILD_BUNDLE=1``
+this builds the bundle (downloads from PyPI, about 10 minutes on 2 cores: skipped when PyPI is unreachable);
+otherwise it checks the one already built in ``.device_bundle/carry`` (skipped when there is none).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+HARD_LIMIT_MIB = 64.0  # the carry mechanism's limit: bundle + working tree
+TARGET_MIB = 45.0  # the issue's target, leaving room for outputs and a rerun
+
+
+def _pypi_reachable() -> bool:
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def manifest(repo_root: Path) -> dict:
+    carry = repo_root / ".device_bundle" / "carry"
+    if os.environ.get("VERL_EXT_BUILD_BUNDLE") == "1":
+        if not _pypi_reachable():
+            pytest.skip("PyPI is unreachable: the bundle's wheels cannot be downloaded")
+        subprocess.run([sys.executable, str(repo_root / "scripts" / "device_smoke" / "build_bundle.py")],
+                       cwd=repo_root, timeout=3600, check=False)
+    if not (carry / "manifest.json").exists():
+        pytest.skip("no bundle built (python scripts/device_smoke/build_bundle.py, or VERL_EXT_BUILD_BUNDLE=1)")
+    return json.loads((carry / "manifest.json").read_text())
+
+
+def test_bundle_and_working_tree_fit_the_carry_limit(manifest, repo_root):
+    sizes = manifest["sizes"]
+    bundle = (repo_root / ".device_bundle" / "carry" / "bundle.tar.xz").stat().st_size / 2**20
+    assert abs(bundle - sizes["bundle_xz_mib"]) < 0.05, "manifest does not describe the bundle on disk"
+    total = sizes["bundle_xz_mib"] + sizes["working_tree_mib"]
+    print(f"bundle {sizes['bundle_xz_mib']} MiB + working tree {sizes['working_tree_mib']} MiB = {total:.1f} MiB")
+    assert total <= HARD_LIMIT_MIB, f"{total:.1f} MiB exceeds the {HARD_LIMIT_MIB} MiB a lent machine takes"
+
+
+@pytest.mark.xfail(reason="measured 2026-12: Ray (3 native binaries) + pyarrow alone exceed the 45 MiB target "
+                          "with the working tree; see docs/device_smoke.md", strict=False)
+def test_bundle_and_working_tree_meet_the_target(manifest):
+    sizes = manifest["sizes"]
+    assert sizes["bundle_xz_mib"] + sizes["working_tree_mib"] <= TARGET_MIB
+
+
+def test_bundle_holds_no_pruned_parts(manifest):
+    sizes = manifest["sizes"]["per_distribution"]
+    assert "torch" not in sizes and "transformers" not in sizes, "torch/transformers are the device's own"
+    assert {"verl", "ray", "pyarrow"} <= set(sizes)
+    assert "ray/jars" in manifest["prune"] and "ray/rllib" in manifest["prune"]
