@@ -222,7 +222,7 @@ class StepConsole:
         if line is not None:
             stream.write(("\r" + line + "\x1b[K") if live else line + "\n")
             self._open_line = live
-        if validation_line(data, step) is not None and self._open_line:
+        if self._open_line and any(_VAL_KEY.match(key) for key in data):  # end the progress line first
             stream.write("\n")
             self._open_line = False
         stream.flush()

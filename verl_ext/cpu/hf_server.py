@@ -46,34 +46,33 @@ def request_seed(*key: Any) -> int:
 
 
 class RowNoise:
-    """Per-row sampling for a greedy ``generate``: temperature, top-k and top-p, then Gumbel noise drawn from each
-    row's own generator, so argmax is a sample of that row's distribution whatever else shares the batch.
+    """Per-row sampling for a greedy ``generate``: HF's own temperature, top-k and top-p warpers, then Gumbel noise
+    drawn from each row's own generator, so argmax is a sample of that row's distribution whatever else shares the
+    batch.
 
     A HF logits processor (called with the batch's ``input_ids`` and next-token ``scores``). Rows draw a full
     vocabulary of noise every position, finished or not, so a row's n-th draw is always its n-th position.
     """
 
     def __init__(self, seeds: list[int], temperature: float, top_p: float = 1.0, top_k: int = -1):
+        from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
+                                                            TopPLogitsWarper)
+
         if temperature <= 0:
             raise ValueError(f"RowNoise samples: temperature must be > 0, got {temperature}")
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        self.temperature = float(temperature)
-        self.top_p = float(top_p)
-        self.top_k = int(top_k)
+        self.warpers = [TemperatureLogitsWarper(float(temperature))]
+        if int(top_k) > 0:
+            self.warpers.append(TopKLogitsWarper(int(top_k)))
+        if float(top_p) < 1.0:
+            self.warpers.append(TopPLogitsWarper(float(top_p)))
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        scores = scores.float() / self.temperature
-        vocab = scores.shape[-1]
-        if 0 < self.top_k < vocab:
-            kth = torch.topk(scores, self.top_k, dim=-1).values[:, -1:]
-            scores = scores.masked_fill(scores < kth, float("-inf"))
-        if self.top_p < 1.0:  # keep the smallest set whose probability reaches top_p (always the best token)
-            ordered, order = torch.sort(scores, dim=-1, descending=True)
-            probs = torch.softmax(ordered, dim=-1)
-            drop_sorted = probs.cumsum(dim=-1) - probs >= self.top_p
-            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-            scores = scores.masked_fill(drop, float("-inf"))
+        scores = scores.float()
+        for warp in self.warpers:
+            scores = warp(input_ids, scores)
         tiny = torch.finfo(torch.float32).tiny
+        vocab = scores.shape[-1]
         uniform = torch.stack([torch.rand(vocab, generator=g) for g in self.generators]).clamp_(min=tiny)
         return scores - torch.log(-torch.log(uniform))
 
@@ -212,16 +211,16 @@ class HFServer:
         n = self._seen[key] = self._seen.get(key, -1) + 1
         return request_seed(self.seed, key, n)
 
-    def _crn_seed(self, prompt: list[int], sampling_params: dict[str, Any]) -> int:
+    def _crn_seed(self, prompt: list[int], settings: tuple) -> int:
         """The request's own seed: identical requests at the same weights are numbered in arrival order (they are
         exchangeable, so the order does not change what a run sees)."""
-        settings = tuple(sorted((k, repr(v)) for k, v in sampling_params.items() if k != "logprobs"))
         key = ("crn", self.global_steps, tuple(prompt), settings)
         n = self._seen[key] = self._seen.get(key, -1) + 1
         return request_seed(self.seed, key, n)
 
     async def _batched(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
-        seed = self._crn_seed(prompt_ids, sampling_params) if self.crn else None
+        settings = tuple(sorted((k, repr(v)) for k, v in sampling_params.items()))
+        seed = self._crn_seed(prompt_ids, settings) if self.crn else None
         if sampling_params.get("stop"):
             async with self._lock:
                 budget = self._max_new_tokens(len(prompt_ids), sampling_params)
@@ -229,7 +228,7 @@ class HFServer:
                                                 None if seed is None else [seed]))[0]
         future = asyncio.get_running_loop().create_future()
         budget = self._max_new_tokens(len(prompt_ids), sampling_params)
-        key = (budget, tuple(sorted((k, repr(v)) for k, v in sampling_params.items())))
+        key = (budget, settings)
         pending = self._pending.setdefault(key, _Pending(sampling_params, budget))
         pending.prompts.append(prompt_ids)
         pending.seeds.append(seed)
