@@ -46,7 +46,7 @@ setup(
     package_data={"recipe.heapa": ["config/*.yaml", "config/**/*.yaml"], "verl_ext.sim": ["scenarios/*.yaml"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest>=8", "hypothesis>=6.100", "pytest-asyncio", "pytest-timeout", "matplotlib"],
+        "test": ["pytest>=8", "hypothesis>=6.100", "pytest-asyncio", "pytest-timeout", "pytest-xdist", "matplotlib"],
         "sim": ["matplotlib"],
         # GPU clusters: verl 0.9.1's own vllm set (vllm 0.24.0, torch 2.11.0, transformers 5.9.0), tested together
         "gpu": ["verl[vllm]==0.9.1"],

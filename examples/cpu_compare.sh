@@ -18,7 +18,9 @@
 # heapa_grpo heapa_dapo, then every other preset in recipe/heapa/config/method/), TEST_FREQ (10; a validation
 # samples 512 problems, ~20 s),
 # OUT_ROOT (outputs/cpu_compare), COMPARE_OUT ($OUT_ROOT/compare), RESUME_MODE (disable: each run starts fresh),
-# LOCK (/tmp/verl_ext_e2e.lock), SKIP_DONE (1), DRY_RUN (0), PYTHON, KEEP_DIR (empty: none): each finished run's
+# LOCK (/tmp/verl_ext_e2e.lock), SKIP_DONE (1), DRY_RUN (0), PYTHON, TAG (empty; runs are named
+# <method><TAG>_s<seed>, so a variant given by overrides is its own method in the table:
+# TAG=_progress METHODS=heapa_grpo bash examples/cpu_compare.sh heapa.pool.boundary=progress), KEEP_DIR (empty: none): each finished run's
 # metrics are also kept, trimmed, in KEEP_DIR/<method>_s<seed>/ (`python -m verl_ext.compare.keep`) and the
 # comparison then reads every run kept there, so an experiment spread over days (and machines) is one table:
 #   KEEP_DIR=results/cpu_compare SEEDS="3 4" METHODS=grpo bash examples/cpu_compare.sh
@@ -40,6 +42,8 @@ LOCK="${LOCK-/tmp/verl_ext_e2e.lock}"
 SKIP_DONE="${SKIP_DONE:-1}"
 DRY_RUN="${DRY_RUN:-0}"
 KEEP_DIR="${KEEP_DIR:-}"
+TAG="${TAG:-}"
+[[ -z "$TAG" || "$TAG" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "cpu_compare: TAG '$TAG' must be letters, digits, _ . -" >&2; exit 2; }
 PRESET_DIR="$ROOT/recipe/heapa/config/method"
 
 if [[ -z "${METHODS:-}" ]]; then
@@ -75,7 +79,7 @@ EOF
 }
 
 run_cmd() {  # the command for one method x seed, one word per array element
-  local m="$1" s="$2" name="$1_s$2"
+  local m="$1" s="$2" name="$1${TAG}_s$2"
   CMD=(env FORCE_CPU=1 STEPS="$STEPS" EXP_NAME="$name" OUT_DIR="$OUT_ROOT/$name" RESUME_MODE="$RESUME_MODE")
   [[ -n "$LOCK" ]] && CMD=(flock "$LOCK" "${CMD[@]}")
   if [[ -f "$ROOT/scripts/run_${m}_qwen.sh" ]]; then
@@ -96,7 +100,7 @@ RUN_DIRS=()
 FAILED=()
 for m in $METHODS; do
   for s in $SEEDS; do
-    name="${m}_s${s}"
+    name="${m}${TAG}_s${s}"
     run_cmd "$m" "$s"
     if [[ "$DRY_RUN" == "1" ]]; then
       printf '%q ' "${CMD[@]}"; printf '\n'

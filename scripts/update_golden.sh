@@ -4,9 +4,9 @@
 #
 # It clones this repository at COMMIT into $WORKDIR (default a fresh temp folder), makes that clone's venv
 # (scripts/setup_env.sh), reuses this checkout's tiny assets (.assets, or $VERL_EXT_ASSETS), takes this checkout's
-# tests/e2e/test_pinned_trace.py (so the golden format is today's), runs it with VERL_EXT_UPDATE_GOLDEN=1 under
+# tests/e2e/test_pinned_run.py (so the golden format is today's), runs its golden tests with VERL_EXT_UPDATE_GOLDEN=1 under
 # the e2e lock (one Ray training at a time on this machine), and copies tests/golden/ back here. Commit the result
-# only for an intended behaviour change, and say which in the commit message (tests/e2e/test_pinned_trace.py).
+# only for an intended behaviour change, and say which in the commit message (tests/e2e/test_pinned_run.py).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,9 +21,9 @@ bash "$WORKDIR/scripts/setup_env.sh"
 if [[ -z "${VERL_EXT_ASSETS:-}" && -d "$REPO/.assets" && ! -d "$WORKDIR/.assets" ]]; then
   cp -r "$REPO/.assets" "$WORKDIR/.assets"
 fi
-cp "$REPO/tests/e2e/test_pinned_trace.py" "$WORKDIR/tests/e2e/test_pinned_trace.py"
+cp "$REPO/tests/e2e/test_pinned_run.py" "$WORKDIR/tests/e2e/test_pinned_run.py"
 (cd "$WORKDIR" && VERL_EXT_UPDATE_GOLDEN=1 flock "$LOCK" .venv/bin/python -m pytest -q -rs -p no:cacheprovider \
-   tests/e2e/test_pinned_trace.py)
+   tests/e2e/test_pinned_run.py -k golden)
 rm -rf "$REPO/tests/golden"
 cp -r "$WORKDIR/tests/golden" "$REPO/tests/golden"
 echo "[update_golden] wrote $REPO/tests/golden from $COMMIT; review 'git diff --stat tests/golden' before committing" >&2

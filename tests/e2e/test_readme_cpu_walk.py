@@ -137,6 +137,13 @@ def check_training_run(method: str):
         assert re.search(r"\[verl-heapa\] step 2: val acc \d\.\d{3} \([+-]\d\.\d{3} since step 0; arith", log)
         for noise in NOISE:
             assert noise not in log, f"{noise!r} on the console of FORCE_CPU=1 {method}"
+        # the launcher falls back to the embedded default, says so, and the recipe's stages run at every step
+        assert "no GPU found: running the embedded default" in log and f"for method={method}" in log
+        for step in (1, 2):
+            assert steps[step]["feedback/n_records"] >= 8
+            if method.startswith("heapa"):
+                assert "pool/size_archive" in steps[step] and "augment/fired" in steps[step]
+        assert (out / "ckpt" / "global_step_2" / "heapa_state.json").exists()  # verl saves at the last step
     return check
 
 
@@ -216,6 +223,7 @@ def test_readme_cpu_walk_runs_as_written(repo_root, tiny_assets, e2e_runner, tmp
         durations.append(f"{res.wall_s:5.0f}s  {command.splitlines()[0][:90]}")
         assert not res.timed_out and res.returncode == 0, \
             f"README command failed: {command}\n{res.summary()}\n{e2e_runner.tail(log_path)}"
+        res.assert_no_strays()  # a launcher's Ray cluster goes with it
         check(clone, home, log_path.read_text(errors="replace"))
     print("README CPU walk:\n" + "\n".join(durations))
     assert _new_paths(clone, before) == []  # runs, evaluations, comparisons and wandb all stay under outputs/

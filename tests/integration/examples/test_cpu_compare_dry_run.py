@@ -16,7 +16,7 @@ SEED_KEYS = ("heapa.seed", "data.seed", "actor_rollout_ref.actor.data_loader_see
 
 def dry_run(repo, *args, **env):
     full = dict(os.environ, DRY_RUN="1", **env)
-    for knob in ("METHODS", "SEEDS", "STEPS", "OUT_ROOT", "LOCK"):  # the caller's environment must not leak in
+    for knob in ("METHODS", "SEEDS", "STEPS", "OUT_ROOT", "LOCK", "TAG"):  # the caller's environment must not leak in
         if knob not in env:
             full.pop(knob, None)
     out = subprocess.run(["bash", str(repo / "examples" / "cpu_compare.sh"), *args], env=full, capture_output=True,
@@ -63,6 +63,18 @@ def test_bad_knobs_fail_early(repo_dir):
     assert out.returncode == 2 and "no preset" in out.stderr
     out = dry_run(repo_dir, SEEDS="0 x")
     assert out.returncode == 2 and "seed 'x'" in out.stderr
+    out = dry_run(repo_dir, METHODS="grpo", TAG="a/b")
+    assert out.returncode == 2 and "TAG 'a/b'" in out.stderr
+
+
+def test_a_tag_names_a_variant_as_its_own_method(repo_dir, tmp_path):
+    out = dry_run(repo_dir, "heapa.pool.boundary=progress", METHODS="heapa_grpo", SEEDS="3", TAG="_progress",
+                  OUT_ROOT=str(tmp_path), LOCK="")
+    assert out.returncode == 0, out.stderr
+    [cmd, compare] = [shlex.split(x) for x in out.stdout.splitlines()]
+    assert "EXP_NAME=heapa_grpo_progress_s3" in cmd and f"OUT_DIR={tmp_path / 'heapa_grpo_progress_s3'}" in cmd
+    assert str(repo_dir / "scripts" / "run_heapa_grpo_qwen.sh") in cmd and cmd[-1] == "heapa.pool.boundary=progress"
+    assert compare[3] == str(tmp_path / "heapa_grpo_progress_s3")
 
 
 @pytest.mark.parametrize("method", CORE + ("hive_grpo",))

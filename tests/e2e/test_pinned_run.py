@@ -1,10 +1,17 @@
-"""A short ``heapa_grpo`` run pinned across commits: a refactor that means to change nothing must reproduce it.
+"""One short ``heapa_grpo`` run (``pinned_run``) and what is checked on it: it is pinned across commits, the same
+command gives the same run, and a damaged latest checkpoint of it falls back to the previous one. One module, so
+that the run is made once (``.ci/run`` spreads modules over two pytest-xdist workers, ``--dist loadfile``).
 
-The run (3 steps of the tiny CPU task, ``test_determinism``'s deterministic hf rollout, a checkpoint every step)
-is reduced to what is an exact function of the code and the seed: per step the records fed back, their pass
-rates, the children integrated and a chosen set of ``pool/``, ``select/``, ``feedback/``, ``augment/``,
-``lineage/`` and ``rollout/`` scalars (counts, fractions and statistics of pass rates, rounded to 6 digits), plus
-the grad norm (compared to 1e-3 relative: float sums on other cores may differ in the last bits). Timings, queue
+The run (``pinned_overrides``): 3 steps of the tiny CPU task, a checkpoint every step, the hf rollout's deterministic
+mode (one request per generate, each seeded by the prompt, the weights' step and its n-th request, so batching and
+arrival order do not change what is sampled), repeated seeds dropped (identical prompts of two records would share
+one sample stream), and the frontier ``target``, the boundary the golden commit ran (heapa_grpo's default is
+``signal`` since; ``signal`` has its own unit tests, ``tests/unit/selection/test_frontier_draw.py``).
+
+**Pinned trace.** A refactor that means to change nothing must reproduce the run. It is reduced to what is an exact
+function of the code and the seed: per step the records fed back, their pass rates, the children integrated and a
+chosen set of ``pool/``, ``select/``, ``feedback/``, ``augment/``, ``lineage/`` and ``rollout/`` scalars (counts,
+fractions and statistics of pass rates, rounded to 6 digits), plus the grad norm (compared to 1e-3 relative: float sums on other cores may differ in the last bits). Timings, queue
 depths of the asynchronous teacher and memory are left out: they follow the machine's load, not the code. The
 reference is ``tests/golden/heapa_grpo_trace.json``; a mismatch names the step, the field and both values.
 
@@ -13,22 +20,39 @@ its last step (``tests/golden/heapa_grpo_ckpt/``, a few KB, no model weights) wi
 the same overrides, and checks that nothing is lost and the next batch is the golden one: old checkpoints must
 keep loading. It needs no Ray (about 20 s) and is not marked e2e, so ``-m "not e2e"`` runs it.
 
-Regenerating: ``VERL_EXT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/e2e/test_pinned_trace.py`` rewrites
-both (``scripts/update_golden.sh`` does it from a clean clone of a given commit). That is legitimate only for an
-intended change of behaviour (selection, feedback, augmentation, rollout sampling, the tiny assets), and the commit
-that carries the new file says which change and why. A refactor never regenerates it.
+Regenerating: ``VERL_EXT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/e2e/test_pinned_run.py -k golden``
+rewrites both (``scripts/update_golden.sh`` does it from a clean clone of a given commit). That is legitimate only
+for an intended change of behaviour (selection, feedback, augmentation, rollout sampling, the tiny assets), and the
+commit that carries the new file says which change and why. A refactor never regenerates it.
+
+**Determinism.** The same command runs once more: both runs must select the same records, integrate the same
+children and report the same pass rates and pool statistics at every step. To compare two commits, run this
+command on each and diff the trace files (``heapa.trace_file``) and ``metrics.jsonl``.
+
+**Checkpoint fallback** (``recipe/heapa/checkpoints.py``). For each part of the latest checkpoint in turn (an actor
+shard, the dataloader state, the pool file, the recipe state), a copy of the run has that part cut to half its
+size, and the start-up check the trainer runs first (``choose_resume``, no Ray) must name the damaged file and pick
+``global_step_2``: what the trainer loads then is step 2's complete folder, whichever part of step 3 was damaged.
+One copy, its actor shard damaged, is started again for 4 steps with ``resume_mode=auto`` through the real
+trainer: it resumes from step 2 (trains steps 3 and 4), names the damaged file in its log, and the metrics history
+stays one history.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import pickle
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
+
+from recipe.heapa.checkpoints import choose_resume
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 GOLDEN = GOLDEN_DIR / "heapa_grpo_trace.json"
@@ -52,6 +76,33 @@ METRICS = (
     "rollout/gen_responses", "rollout/gen_tokens",
 )
 TOLERANT = {"actor/grad_norm": GRAD_NORM_REL}
+# the determinism check: exactly equal in the two runs of one command
+EXACT = ("feedback/n_records", "feedback/n_rollouts", "feedback/mean_pass_rate", "feedback/frac_all_correct",
+         "feedback/frac_all_wrong", "pool/size_scored", "pool/size_cold", "pool/size_archive", "select/frac_cold",
+         "select/frac_children", "rollout/gen_responses", "rollout/gen_tokens", "augment/inserted")
+CKPT_PARTS = ("actor/model_world_size_1_rank_0.pt", "data.pt", "pool_state.pkl", "heapa_state.json")
+
+
+def pinned_overrides(e2e_runner, assets: Path, out: Path, *, steps: int = STEPS,
+                     resume_mode: str | None = None) -> list[str]:
+    return e2e_runner.recipe_overrides(assets, out, "heapa_grpo", steps=steps, save_freq=1,
+                                       resume_mode=resume_mode) + [
+        "+actor_rollout_ref.rollout.engine_kwargs.hf.deterministic=true", "heapa.rows.duplicates=drop",
+        "heapa.pool.boundary=target"]
+
+
+@dataclass(frozen=True)
+class PinnedRun:
+    out: Path  # run.log, metrics.jsonl, trace.jsonl, ckpt/global_step_{1,2,3}: read it or copy it, never change it
+    metrics: dict
+    trace: dict
+
+
+@pytest.fixture(scope="module")
+def pinned_run(tiny_assets, repo_root, e2e_runner, tmp_path_factory) -> PinnedRun:
+    out = tmp_path_factory.mktemp("pinned") / "run"
+    metrics, trace = e2e_runner.run_recipe(repo_root, out, pinned_overrides(e2e_runner, tiny_assets, out))
+    return PinnedRun(out, metrics, trace)
 
 
 def _round(value):
@@ -136,21 +187,10 @@ def _dump(golden: dict) -> str:
     return "\n".join(lines + ["}}"]) + "\n"
 
 
-def _run_overrides(e2e_runner, assets: Path, out: Path) -> list[str]:
-    """``test_determinism``'s run: the recipe's small CPU run, deterministic hf sampling, repeated seeds dropped.
-    The frontier stays ``target``, the boundary the golden commit ran (heapa_grpo's default is ``signal`` since):
-    this test guards refactors of the whole step, and its old checkpoint must keep loading; ``signal`` has its own
-    unit tests (``tests/unit/selection/test_frontier_draw.py``)."""
-    return e2e_runner.recipe_overrides(assets, out, "heapa_grpo", steps=STEPS, save_freq=1) + [
-        "+actor_rollout_ref.rollout.engine_kwargs.hf.deterministic=true", "heapa.rows.duplicates=drop",
-        "heapa.pool.boundary=target"]
-
-
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_short_heapa_grpo_run_matches_the_golden_trace(tiny_assets, repo_root, e2e_runner, tmp_path):
-    out = tmp_path / "run"
-    metrics, trace = e2e_runner.run_recipe(repo_root, out, _run_overrides(e2e_runner, tiny_assets, out))
+def test_short_heapa_grpo_run_matches_the_golden_trace(pinned_run):
+    metrics, trace, out = pinned_run.metrics, pinned_run.trace, pinned_run.out
     assert sorted(trace) == list(range(1, STEPS + 1)), sorted(trace)
     got = reduce_run(metrics, trace, out / "ckpt")
     if UPDATE:
@@ -180,7 +220,7 @@ def _load_golden_checkpoint(e2e_runner, tiny_assets: Path):
     from verl_ext.selection import build_strategy
 
     config_dir = Path(__file__).resolve().parents[2] / "recipe" / "heapa" / "config"
-    overrides = _run_overrides(e2e_runner, tiny_assets, Path("/nonexistent"))  # nothing is written
+    overrides = pinned_overrides(e2e_runner, tiny_assets, Path("/nonexistent"))  # nothing is written
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         cfg = compose(config_name="heapa_trainer", overrides=overrides)
     with open_dict(cfg):
@@ -239,3 +279,61 @@ def test_golden_checkpoint_loads(tiny_assets, e2e_runner):
         pytest.skip(f"VERL_EXT_UPDATE_GOLDEN=1: wrote {expected_path}")
     expected = json.loads(expected_path.read_text())
     assert got == expected
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_the_same_command_gives_the_same_run(pinned_run, tiny_assets, repo_root, e2e_runner, tmp_path):
+    out = tmp_path / "again"
+    mb, tb = e2e_runner.run_recipe(repo_root, out, pinned_overrides(e2e_runner, tiny_assets, out))
+    ma, ta = pinned_run.metrics, pinned_run.trace
+    assert sorted(ta) == sorted(tb) == [1, 2, 3]
+    for step in (1, 2, 3):
+        assert ta[step]["trained"] == tb[step]["trained"], step
+        assert ta[step]["children"] == tb[step]["children"], step
+        for key in EXACT:
+            assert ma[step].get(key) == mb[step].get(key), (step, key, ma[step].get(key), mb[step].get(key))
+        assert ma[step]["actor/grad_norm"] == pytest.approx(mb[step]["actor/grad_norm"], rel=1e-4)
+
+
+def _damaged_copy(pinned_run: PinnedRun, dest: Path, part: str) -> Path:
+    for step in (1, 2, 3):
+        assert (pinned_run.out / "ckpt" / f"global_step_{step}" / "heapa_manifest.json").exists()
+    shutil.copytree(pinned_run.out, dest)
+    damaged = dest / "ckpt" / "global_step_3" / part
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    return dest
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.parametrize("part", CKPT_PARTS)
+def test_the_start_up_check_names_a_damaged_part_and_picks_the_previous_step(part, pinned_run, tmp_path, caplog):
+    run = _damaged_copy(pinned_run, tmp_path / "run", part)
+    config = OmegaConf.create({"trainer": {"resume_mode": "auto", "resume_from_path": None,
+                                           "default_local_dir": str(run / "ckpt")}})
+    with caplog.at_level(logging.WARNING, logger="recipe.heapa.checkpoints"):
+        chosen = choose_resume(config)
+    assert chosen == run / "ckpt" / "global_step_2"
+    assert (config.trainer.resume_mode, config.trainer.resume_from_path) == ("resume_path", str(chosen))
+    assert f"global_step_3/{part}" in caplog.text
+    assert "resuming from the newest complete checkpoint instead" in caplog.text
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_damaged_latest_checkpoint_resumes_from_the_previous_one(pinned_run, tiny_assets, repo_root, e2e_runner,
+                                                                   tmp_path):
+    part = CKPT_PARTS[0]
+    run = _damaged_copy(pinned_run, tmp_path / "run", part)
+    metrics, trace = e2e_runner.run_recipe(repo_root, run, pinned_overrides(e2e_runner, tiny_assets, run, steps=4,
+                                                                            resume_mode="auto"))
+    log = (run / "run.log").read_text(errors="replace")
+    assert f"global_step_3/{part}" in log and "resuming from the newest complete checkpoint instead" in log
+    assert "global_step_2" in log
+    # resumed at step 2: steps 3 and 4 trained again, the history has every step once (the damaged attempt's
+    # step 3 kept in the attempt file)
+    assert sorted(metrics) == [1, 2, 3, 4] and sorted(trace) == [1, 2, 3, 4]
+    lines = e2e_runner.metric_lines(run / "metrics.jsonl")
+    assert [row["step"] for row in lines] == [1, 2, 3, 4]
+    assert (run / "ckpt" / "global_step_4" / "heapa_manifest.json").exists()
