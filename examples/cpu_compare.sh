@@ -126,7 +126,7 @@ done
 if [[ -n "$KEEP_DIR" && "$DRY_RUN" != "1" ]]; then  # keep this invocation's runs, then compare every kept run
   [[ ${#RUN_DIRS[@]} -eq 0 ]] || "$PYTHON" -m verl_ext.compare.keep "${RUN_DIRS[@]}" --into "$KEEP_DIR"
   RUN_DIRS=()
-  for d in "$KEEP_DIR"/*/; do [[ -f "$d/metrics.jsonl" ]] && RUN_DIRS+=("${d%/}"); done
+  for d in "$KEEP_DIR"/*/; do [[ -f "$d/metrics.jsonl.gz" || -f "$d/metrics.jsonl" ]] && RUN_DIRS+=("${d%/}"); done
 fi
 COMPARE=("$PYTHON" -m verl_ext.compare "${RUN_DIRS[@]}" --out "$COMPARE_OUT")
 if [[ "$DRY_RUN" == "1" ]]; then

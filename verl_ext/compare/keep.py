@@ -2,14 +2,15 @@
 
 A comparison of many runs on 2 cores spans days; its evidence must outlive the run folders (checkpoints, logs,
 wandb files: hundreds of MB). This copies the metrics a comparison reads — validation, rollout cost, feedback,
-pool, selection, diagnostics, gradient norm, timing — into ``<into>/<run name>/metrics.jsonl`` (about 1/10 of the
-file) with a ``run.json`` saying where it came from (source folder, git commit, date), so that
+pool, selection, diagnostics, gradient norm, timing — into ``<into>/<run name>/metrics.jsonl.gz`` (about 1/40 of
+the file: trimmed to about 1/10, then gzipped, byte-identical when re-kept) with a ``run.json`` saying where it came from (source folder, git commit, date), so that
 ``python -m verl_ext.compare <into>/*/ --out ...`` regenerates the table from the repository alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import subprocess
@@ -46,9 +47,9 @@ def _git_commit(path: Path) -> str | None:
 
 
 def keep_run(run_dir: Path, into: Path) -> Path:
-    """Copy ``run_dir/metrics.jsonl`` (and a resumed run's earlier ``metrics.attempt-<k>.jsonl``) trimmed to
-    ``into/<run_dir name>/``; returns the new folder. Attempt files the source no longer has are removed, so a
-    re-kept run is exactly its source."""
+    """Copy ``run_dir/metrics.jsonl`` (and a resumed run's earlier ``metrics.attempt-<k>.jsonl``) trimmed and
+    gzipped to ``into/<run_dir name>/<name>.gz``; returns the new folder. Files the source no longer has (and the
+    uncompressed copies older versions kept) are removed, so a re-kept run is exactly its source."""
     source = run_dir / "metrics.jsonl"
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no metrics file (is {run_dir} a launcher's run folder?)")
@@ -58,11 +59,13 @@ def keep_run(run_dir: Path, into: Path) -> Path:
     counts = {}
     for src in files:
         lines = [t for t in map(trim_line, src.read_text(encoding="utf-8").splitlines()) if t is not None]
-        tmp = dest / (src.name + ".tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        tmp.replace(dest / src.name)
-        counts[src.name] = len(lines)
-    for stale in dest.glob("metrics.attempt-*.jsonl"):
+        name = src.name + ".gz"
+        tmp = dest / (name + ".tmp")
+        # mtime 0 and no file name in the header: the same lines give the same bytes (a re-keep is no git change)
+        tmp.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), compresslevel=9, mtime=0))
+        tmp.replace(dest / name)
+        counts[name] = len(lines)
+    for stale in [*dest.glob("metrics*.jsonl"), *dest.glob("metrics*.jsonl.gz")]:
         if stale.name not in counts:
             stale.unlink()
     meta = {"source": str(run_dir.resolve()), "lines": sum(counts.values()), "files": counts,

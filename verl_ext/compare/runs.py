@@ -16,6 +16,7 @@ from the later attempt.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
@@ -88,7 +89,8 @@ def read_file_logger(paths: Iterable[str | os.PathLike], run: Run) -> Run:
     for path in paths:
         name = os.fspath(path)
         file_steps: dict[int, dict[str, float]] = {}
-        with open(name, encoding="utf-8") as f:
+        opener = gzip.open if name.endswith(".gz") else open  # kept runs are stored compressed
+        with opener(name, "rt", encoding="utf-8") as f:
             lines = f.read().splitlines()
         for lineno, line in enumerate(lines, start=1):
             if not line.strip():
@@ -115,19 +117,21 @@ def _named(name: str | None, default: str, source: str, pattern: re.Pattern[str]
     return Run(run_name, method, seed, source)
 
 
-_ATTEMPT_RE = re.compile(r"^metrics\.attempt-(\d+)\.jsonl$")
+_ATTEMPT_RE = re.compile(r"^metrics\.attempt-(\d+)\.jsonl(\.gz)?$")
+_MAIN_FILES = ("metrics.jsonl", "metrics.jsonl.gz")
 
 
 def _file_logger_files(folder: Path) -> list[Path]:
     """Oldest first, so later attempts' values win: ``metrics.attempt-<k>.jsonl`` (the launcher moves a resumed
-    run's earlier log aside) by k, other ``metrics*.jsonl`` by modification time, ``metrics.jsonl`` last."""
+    run's earlier log aside) by k, other ``metrics*.jsonl`` by modification time, ``metrics.jsonl`` last. Each may
+    be gzipped (``.jsonl.gz``: how ``python -m verl_ext.compare.keep`` stores kept runs)."""
     def order(p: Path) -> tuple:
         m = _ATTEMPT_RE.match(p.name)
         if m:
             return (0, int(m.group(1)), 0, p.name)
-        return (2, 0, 0, p.name) if p.name == "metrics.jsonl" else (1, 0, p.stat().st_mtime_ns, p.name)
+        return (2, 0, 0, p.name) if p.name in _MAIN_FILES else (1, 0, p.stat().st_mtime_ns, p.name)
 
-    return sorted(folder.glob("metrics*.jsonl"), key=order)
+    return sorted([*folder.glob("metrics*.jsonl"), *folder.glob("metrics*.jsonl.gz")], key=order)
 
 
 def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:
@@ -143,7 +147,8 @@ def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:
     if path.is_file():
         if path.suffix == ".wandb":
             return [read_wandb_run(path, name, pattern)]
-        default = path.parent.name if path.name.startswith("metrics") else path.stem
+        stem = path.name.removesuffix(".gz").removesuffix(".jsonl") if path.name.endswith(".gz") else path.stem
+        default = path.parent.name if path.name.startswith("metrics") else stem
         return [read_file_logger([path], _named(name, default, str(path), pattern))]
     files = _file_logger_files(path)
     if files:
@@ -158,7 +163,7 @@ def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:
             runs[0].name = name
             runs[0].method, runs[0].seed = method_and_seed(name, pattern)
         return runs
-    raise RunError(f"{source}: no metrics*.jsonl (verl file logger) and no wandb run-*.wandb file found")
+    raise RunError(f"{source}: no metrics*.jsonl[.gz] (verl file logger) and no wandb run-*.wandb file found")
 
 
 def merge_attempts(runs: list[Run]) -> list[Run]:

@@ -3,6 +3,7 @@ and the hooks on verl's ``Tracking`` (summary line after the console dump; wandb
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -153,8 +154,8 @@ def test_verl_validation_dump_is_replaced_by_the_summary(hooked_tracking, capsys
 
 def _kept_run_steps():
     """40 steps of a kept HeaPA-GRPO CPU run's metrics (trimmed to the prefixes the comparison keeps)."""
-    path = Path(__file__).resolve().parents[3] / "results" / "cpu_long" / "heapa_grpo_s3" / "metrics.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path = Path(__file__).resolve().parents[3] / "results" / "cpu_long" / "heapa_grpo_s3" / "metrics.jsonl.gz"
+    rows = [json.loads(line) for line in gzip.decompress(path.read_bytes()).decode().splitlines() if line.strip()]
     return [(r["step"], r["data"]) for r in rows if r["step"] <= 40]
 
 

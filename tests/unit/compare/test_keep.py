@@ -48,10 +48,37 @@ def test_a_resumed_runs_attempts_are_kept_and_merge(tmp_path):
     (run / "metrics.attempt-1.jsonl").write_text(row(0, 0.1) + "\n" + row(40, 0.2) + "\n")
     (run / "metrics.jsonl").write_text(row(40, 0.25) + "\n" + row(80, 0.3) + "\n")
     kept = keep_run(run, tmp_path / "kept")
-    assert sorted(p.name for p in kept.glob("metrics*.jsonl")) == ["metrics.attempt-1.jsonl", "metrics.jsonl"]
+    assert sorted(p.name for p in kept.glob("metrics*")) == ["metrics.attempt-1.jsonl.gz", "metrics.jsonl.gz"]
     (merged,) = load_runs(str(kept))
     accs = {step: data["val-core/arith/acc/mean@1"] for step, data in merged.steps.items()}
     assert accs == {0: 0.1, 40: 0.25, 80: 0.3}
     (run / "metrics.attempt-1.jsonl").unlink()
     keep_run(run, tmp_path / "kept")
-    assert [p.name for p in kept.glob("metrics*.jsonl")] == ["metrics.jsonl"]
+    assert [p.name for p in kept.glob("metrics*")] == ["metrics.jsonl.gz"]
+
+
+def test_a_kept_file_is_gzipped_the_same_bytes_each_time_and_replaces_an_uncompressed_copy(tmp_path, make_run_dir):
+    import gzip
+
+    run = make_run_dir("grpo_s0", grpo=True, val_shift=0.0)
+    kept = keep_run(run, tmp_path / "kept")
+    (kept / "metrics.jsonl").write_text("{}\n")  # what an older version kept
+    first = (kept / "metrics.jsonl.gz").read_bytes()
+    keep_run(run, tmp_path / "kept")
+    assert (kept / "metrics.jsonl.gz").read_bytes() == first
+    assert sorted(p.name for p in kept.glob("metrics*")) == ["metrics.jsonl.gz"]
+    lines = gzip.decompress(first).decode().splitlines()
+    assert lines == [t for t in map(trim_line, (run / "metrics.jsonl").read_text().splitlines()) if t is not None]
+
+
+def test_a_gzipped_file_given_alone_is_named_by_its_stem(tmp_path, make_run_dir):
+    import gzip
+
+    from verl_ext.compare.runs import load_runs
+
+    run = make_run_dir("grpo_s0", grpo=True, val_shift=0.0)
+    single = tmp_path / "heapa_dapo_s3.jsonl.gz"
+    single.write_bytes(gzip.compress((run / "metrics.jsonl").read_bytes()))
+    (loaded,) = load_runs(str(single))
+    (plain,) = load_runs(str(run / "metrics.jsonl"))
+    assert (loaded.method, loaded.seed) == ("heapa_dapo", "3") and loaded.steps == plain.steps
