@@ -3,9 +3,11 @@ trainer; the supervisor restarts the run from its latest checkpoint and it finis
 
 ``heapa_grpo``, 3 steps, a checkpoint at every step, under ``python -m recipe.heapa.supervise`` (what the launchers
 run). The test hook ``VERL_EXT_TEST_HANG=2:900:1`` makes step 2 of the first attempt sleep for 900 s. With
-``watchdog.floor_s=20`` and ``factor=5`` (step 1, warm-up included, takes ~5-10 s here), the watchdog reports
-step 2 stuck in stage ``test_hang`` after 20-50 s, dumps the trainer's threads (faulthandler) and the node's Ray workers
-(``ray stack``), and aborts; attempt 2 resumes from step 1 and trains steps 2-3.
+``watchdog.floor_s=60`` and ``factor=5`` (step 1, warm-up included, takes ~5-10 s here alone and up to ~25 s
+beside another run: ``.ci/run`` runs two test modules at once, so a 20 s floor could call a slow first step stuck),
+the watchdog reports step 2 stuck in stage ``test_hang`` after 60-125 s, dumps the trainer's threads
+(faulthandler) and the node's Ray workers (``ray stack``), and aborts; attempt 2 resumes from step 1 and trains
+steps 2-3.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def test_a_hung_step_is_reported_and_restarted(tiny_assets, repo_root, e2e_runne
     out = tmp_path / "run"
     out.mkdir()
     overrides = e2e_runner.recipe_overrides(tiny_assets, out, "heapa_grpo", steps=3, save_freq=1)
-    overrides += ["heapa.run.watchdog.floor_s=20", "heapa.run.watchdog.factor=5", "heapa.run.watchdog.poll_s=1",
+    overrides += ["heapa.run.watchdog.floor_s=60", "heapa.run.watchdog.factor=5", "heapa.run.watchdog.poll_s=1",
                   "heapa.run.watchdog.abort=true"]
     cmd = [sys.executable, "-m", "recipe.heapa.supervise", "--ckpt-dir", str(out / "ckpt"), "--backoff-s", "1",
            "--max-restarts", "1", "--", sys.executable, "-m", "recipe.heapa.main_heapa", *overrides]
