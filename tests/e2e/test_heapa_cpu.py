@@ -6,7 +6,9 @@ heapa_grpo, run A: 3 steps on 16 seeds (batch 8), checkpoint at step 2, augmenta
   - the tiny policy writes children that the teacher accepts; the pool inserts them with a lineage edge and
     samples them at the next step.
 heapa_grpo, run B: resumes A's ``global_step_2`` checkpoint and trains step 3: it must train exactly the record
-  ids A trained at step 3 (the pool, its RNG and the sampler were restored, not rebuilt).
+  ids A trained at step 3 (the pool, its RNG and the sampler were restored, not rebuilt). B also runs the study
+  knob ``heapa.update.sequence_mean_over=signal_rows`` (the batch is chosen before the update, so the knob cannot
+  change which ids step 3 trains): verl's worker must get the rows with signal as its loss divisor.
 heapa_dapo: 3 steps with DAPO's group filtering; every rolled-out prompt is fed back (filtered groups included).
 """
 
@@ -30,7 +32,8 @@ def grpo_runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
     resume_copy = base / "b_ckpt" / "global_step_2"
     shutil.copytree(ckpt, resume_copy)
     b = e2e_runner.run_recipe(repo_root, base / "b", e2e_runner.recipe_overrides(
-        tiny_assets, base / "b", "heapa_grpo", steps=3, resume_from=resume_copy))
+        tiny_assets, base / "b", "heapa_grpo", steps=3, resume_from=resume_copy)
+        + ["heapa.update.sequence_mean_over=signal_rows"])
     return a, b
 
 
@@ -99,13 +102,11 @@ def test_heapa_dapo_feeds_back_every_rolled_out_prompt(tiny_assets, repo_root, e
     assert metrics[3]["pool/fed_back"] == total_fed
 
 
-def test_signal_rows_divides_the_sequence_mean_loss_by_the_rows_with_signal(tiny_assets, repo_root, e2e_runner,
-                                                                           tmp_path):
-    """``heapa.update.sequence_mean_over=signal_rows`` (a study knob): verl's worker gets, as the loss divisor, the
-    rows whose advantage is not zero (8 prompts x 4 rows, one update per step), and training runs."""
-    out = tmp_path / "signal"
-    overrides = e2e_runner.recipe_overrides(tiny_assets, out, "grpo", steps=2, save_freq=100)
-    metrics, _ = e2e_runner.run_recipe(repo_root, out, overrides + ["heapa.update.sequence_mean_over=signal_rows"])
+def test_signal_rows_divides_the_sequence_mean_loss_by_the_rows_with_signal(grpo_runs):
+    """``heapa.update.sequence_mean_over=signal_rows`` (a study knob, run B): verl's worker gets, as the loss
+    divisor, the rows whose advantage is not zero (8 prompts x 4 rows, one update per step), and training runs."""
+    _, (metrics, _) = grpo_runs
+    assert set(metrics) == {3}
     for m in metrics.values():
         signal = round(m["diag/nonzero_rows"] * 32)
         assert m["update/global_batch_size"] == max(1, signal) and m["update/optimizer_steps"] == 1.0
