@@ -20,9 +20,9 @@
 # OUT_ROOT (outputs/cpu_compare), COMPARE_OUT ($OUT_ROOT/compare), RESUME_MODE (disable: each run starts fresh),
 # LOCK (/tmp/verl_ext_e2e.lock), SKIP_DONE (1), DRY_RUN (0), PYTHON, TAG (empty; runs are named
 # <method><TAG>_s<seed>, so a variant given by overrides is its own method in the table:
-# TAG=_progress METHODS=heapa_grpo bash examples/cpu_compare.sh heapa.pool.boundary=progress), KEEP_DIR (empty: none): each finished run's
-# metrics are also kept, trimmed, in KEEP_DIR/<method>_s<seed>/ (`python -m verl_ext.compare.keep`) and the
-# comparison then reads every run kept there, so an experiment spread over days (and machines) is one table:
+# TAG=_progress METHODS=heapa_grpo bash examples/cpu_compare.sh heapa.pool.boundary=progress),
+# KEEP_DIR (empty: none): each finished run's metrics are also kept, trimmed and gzipped, in KEEP_DIR/<name>/
+# (`python -m verl_ext.compare.keep`) and the comparison then reads every run kept there, so an experiment spread over days (and machines) is one table:
 #   KEEP_DIR=results/cpu_compare SEEDS="3 4" METHODS=grpo bash examples/cpu_compare.sh
 #   python -m verl_ext.compare results/cpu_compare/*/ --out compare/     # the table from the kept runs alone
 set -euo pipefail

@@ -4,9 +4,10 @@
 #
 # It clones this repository at COMMIT into $WORKDIR (default a fresh temp folder), makes that clone's venv
 # (scripts/setup_env.sh), reuses this checkout's tiny assets (.assets, or $VERL_EXT_ASSETS), takes this checkout's
-# tests/e2e/test_pinned_run.py (so the golden format is today's), runs its golden tests with VERL_EXT_UPDATE_GOLDEN=1 under
-# the e2e lock (one Ray training at a time on this machine), and copies tests/golden/ back here. Commit the result
-# only for an intended behaviour change, and say which in the commit message (tests/e2e/test_pinned_run.py).
+# tests/e2e/test_pinned_run.py (so the golden format is today's), runs its golden tests with
+# VERL_EXT_UPDATE_GOLDEN=1 under the e2e lock (one Ray training at a time on this machine), and copies
+# tests/golden/ back here. Commit the result only for an intended behaviour change, and say which in the commit
+# message (tests/e2e/test_pinned_run.py).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -3,7 +3,8 @@
 A comparison of many runs on 2 cores spans days; its evidence must outlive the run folders (checkpoints, logs,
 wandb files: hundreds of MB). This copies the metrics a comparison reads — validation, rollout cost, feedback,
 pool, selection, diagnostics, gradient norm, timing — into ``<into>/<run name>/metrics.jsonl.gz`` (about 1/40 of
-the file: trimmed to about 1/10, then gzipped, byte-identical when re-kept) with a ``run.json`` saying where it came from (source folder, git commit, date), so that
+the file: trimmed to about 1/10, then gzipped, byte-identical when re-kept) with a ``run.json`` saying where it
+came from (source folder, git commit, date), so that
 ``python -m verl_ext.compare <into>/*/ --out ...`` regenerates the table from the repository alone.
 """
 
