@@ -22,7 +22,8 @@
 # <method><TAG>_s<seed>, so a variant given by overrides is its own method in the table:
 # TAG=_progress METHODS=heapa_grpo bash examples/cpu_compare.sh heapa.pool.boundary=progress),
 # KEEP_DIR (empty: none): each finished run's metrics are also kept, trimmed and gzipped, in KEEP_DIR/<name>/
-# (`python -m verl_ext.compare.keep`) and the comparison then reads every run kept there, so an experiment spread over days (and machines) is one table:
+# (`python -m verl_ext.compare.keep`) and the comparison then reads every run kept there, so an experiment spread
+# over days (and machines) is one table:
 #   KEEP_DIR=results/cpu_compare SEEDS="3 4" METHODS=grpo bash examples/cpu_compare.sh
 #   python -m verl_ext.compare results/cpu_compare/*/ --out compare/     # the table from the kept runs alone
 set -euo pipefail
@@ -43,7 +44,9 @@ SKIP_DONE="${SKIP_DONE:-1}"
 DRY_RUN="${DRY_RUN:-0}"
 KEEP_DIR="${KEEP_DIR:-}"
 TAG="${TAG:-}"
-[[ -z "$TAG" || "$TAG" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "cpu_compare: TAG '$TAG' must be letters, digits, _ . -" >&2; exit 2; }
+if [[ -n "$TAG" && ! "$TAG" =~ ^[A-Za-z0-9_.-]+$ ]]; then
+  echo "cpu_compare: TAG '$TAG' must be letters, digits, _ . -" >&2; exit 2
+fi
 PRESET_DIR="$ROOT/recipe/heapa/config/method"
 
 if [[ -z "${METHODS:-}" ]]; then

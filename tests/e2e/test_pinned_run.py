@@ -11,9 +11,10 @@ one sample stream), and the frontier ``target``, the boundary the golden commit 
 **Pinned trace.** A refactor that means to change nothing must reproduce the run. It is reduced to what is an exact
 function of the code and the seed: per step the records fed back, their pass rates, the children integrated and a
 chosen set of ``pool/``, ``select/``, ``feedback/``, ``augment/``, ``lineage/`` and ``rollout/`` scalars (counts,
-fractions and statistics of pass rates, rounded to 6 digits), plus the grad norm (compared to 1e-3 relative: float sums on other cores may differ in the last bits). Timings, queue
-depths of the asynchronous teacher and memory are left out: they follow the machine's load, not the code. The
-reference is ``tests/golden/heapa_grpo_trace.json``; a mismatch names the step, the field and both values.
+fractions and statistics of pass rates, rounded to 6 digits), plus the grad norm (compared to 1e-3 relative: float
+sums on other cores may differ in the last bits). Timings, queue depths of the asynchronous teacher and memory are
+left out: they follow the machine's load, not the code. The reference is ``tests/golden/heapa_grpo_trace.json``;
+a mismatch names the step, the field and both values.
 
 ``test_golden_checkpoint_loads`` loads the pool/sampler/recipe state files that the golden commit's code wrote at
 its last step (``tests/golden/heapa_grpo_ckpt/``, a few KB, no model weights) with today's code, configured by
