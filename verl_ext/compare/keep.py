@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from verl_ext.compare.runs import file_logger_files
+
 logger = logging.getLogger("verl_ext.compare.keep")
 
 KEPT_PREFIXES = ("val-core/", "val-aux/", "rollout/", "feedback/", "pool/", "select/", "diag/", "hive/", "update/",
@@ -66,7 +68,7 @@ def keep_run(run_dir: Path, into: Path) -> Path:
         tmp.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), compresslevel=9, mtime=0))
         tmp.replace(dest / name)
         counts[name] = len(lines)
-    for stale in [*dest.glob("metrics*.jsonl"), *dest.glob("metrics*.jsonl.gz")]:
+    for stale in file_logger_files(dest):  # what the comparison would read besides the files just written
         if stale.name not in counts:
             stale.unlink()
     meta = {"source": str(run_dir.resolve()), "lines": sum(counts.values()), "files": counts,

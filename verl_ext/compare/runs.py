@@ -121,7 +121,7 @@ _ATTEMPT_RE = re.compile(r"^metrics\.attempt-(\d+)\.jsonl(\.gz)?$")
 _MAIN_FILES = ("metrics.jsonl", "metrics.jsonl.gz")
 
 
-def _file_logger_files(folder: Path) -> list[Path]:
+def file_logger_files(folder: Path) -> list[Path]:
     """Oldest first, so later attempts' values win: ``metrics.attempt-<k>.jsonl`` (the launcher moves a resumed
     run's earlier log aside) by k, other ``metrics*.jsonl`` by modification time, ``metrics.jsonl`` last. Each may
     be gzipped (``.jsonl.gz``: how ``python -m verl_ext.compare.keep`` stores kept runs)."""
@@ -147,10 +147,9 @@ def load_runs(spec: str, pattern: re.Pattern[str] = NAME_RE) -> list[Run]:
     if path.is_file():
         if path.suffix == ".wandb":
             return [read_wandb_run(path, name, pattern)]
-        stem = path.name.removesuffix(".gz").removesuffix(".jsonl") if path.name.endswith(".gz") else path.stem
-        default = path.parent.name if path.name.startswith("metrics") else stem
+        default = path.parent.name if path.name.startswith("metrics") else Path(path.name.removesuffix(".gz")).stem
         return [read_file_logger([path], _named(name, default, str(path), pattern))]
-    files = _file_logger_files(path)
+    files = file_logger_files(path)
     if files:
         return [read_file_logger(files, _named(name, path.name, str(path), pattern))]
     wandb_files = wandb_offline.find_run_files(path)
