@@ -209,7 +209,7 @@ def _load_golden_checkpoint(e2e_runner, tiny_assets: Path):
     """Today's code, configured as the pinned run was (the recipe's Hydra config, the same overrides), loading the
     golden commit's state files: the trainer's own load path minus the model (``trainer_checkpoints.py``)."""
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
     from recipe.heapa.augmentation import AugmentationStage
     from recipe.heapa.rollout_cost import RolloutCost
