@@ -14,7 +14,7 @@ INSTALL_REQUIRES = [
     "msgspec",
     "pyzmq",
     "ray[default]>=2.41,<3",
-    "psutil",  # the driver ends every process its local Ray cluster left (recipe/heapa/ray_cleanup.py)
+    "psutil",  # the driver ends every process its local Ray cluster left (recipe/heapa/ops/ray_cleanup.py)
     "hydra-core>=1.3,<1.4",
     "omegaconf>=2.3,<2.4",
     "math-verify>=0.9,<0.10",

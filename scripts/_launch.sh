@@ -22,7 +22,7 @@ expand_home() {  # ~/x at the start, after '[' or after ',' -> $HOME/x
   printf '%s' "$1" | sed -E "s${sep}(^|[[,])~/${sep}\1${HOME}/${sep}g"
 }
 absolute() { if [[ "$1" == /* ]]; then printf '%s' "$1"; else printf '%s' "$ROOT/$1"; fi; }
-# The trainer runs under recipe.heapa.supervise (MAX_RESTARTS, default 2; RESTART_BACKOFF_S, 30): a crash after a
+# The trainer runs under recipe.heapa.ops.supervise (MAX_RESTARTS, default 2; RESTART_BACKOFF_S, 30): a crash after a
 # new checkpoint restarts it from there. It watches the checkpoint folder the run really uses (the last
 # trainer.default_local_dir override wins).
 ckpt_dir() {
@@ -87,7 +87,7 @@ if ! have_gpu; then
          HF_HUB_OFFLINE=1 VERL_PLATFORM=cpu VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$OUT/metrics.jsonl}"
   [[ "$CPU_LOGGERS" != *wandb* ]] ||
     echo "[verl-heapa] metrics also go to wandb ($WANDB_MODE) under $WANDB_DIR/wandb; verl_ext.compare reads it" >&2
-  exec timeout "${TIMEOUT_S:-1800}" "$PYTHON" -m recipe.heapa.supervise --ckpt-dir "$(ckpt_dir "$OUT/ckpt")" -- \
+  exec timeout "${TIMEOUT_S:-1800}" "$PYTHON" -m recipe.heapa.ops.supervise --ckpt-dir "$(ckpt_dir "$OUT/ckpt")" -- \
     "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"
 fi
 
@@ -183,5 +183,5 @@ if [[ "${DRY_RUN:-0}" == "1" ]]; then
   exit 0
 fi
 export VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$CKPT_DIR/metrics.jsonl}"
-exec "$PYTHON" -m recipe.heapa.supervise --ckpt-dir "$(ckpt_dir "$CKPT_DIR")" -- \
+exec "$PYTHON" -m recipe.heapa.ops.supervise --ckpt-dir "$(ckpt_dir "$CKPT_DIR")" -- \
   "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"

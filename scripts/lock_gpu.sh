@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate scripts/constraints-gpu.txt: resolve `.[test,gpu]` with a current pip's `--dry-run --report` (nothing is
 # installed; no CUDA needed) and pin every package it would install. Run after a dependency change in setup.py,
-# commit the result; setup_env.sh installs the GPU path with it and tests/integration/recipe/test_gpu_launchers.py
+# commit the result; setup_env.sh installs the GPU path with it and tests/integration/recipe/ops/test_gpu_launchers.py
 # checks the GPU launchers against it. Takes ~1 min with a current pip (pip 23.x may backtrack for many minutes).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -2,10 +2,10 @@
 
 Composes verl's ``ppo_trainer`` config with the recipe's (``config/heapa_trainer.yaml``), then, in the driver and
 before Ray starts: validates the ``heapa:`` block, expands ``~`` in paths, validates the data files and checks
-that the teacher answers (``preflight.py``), so bad input fails in seconds naming file, row, field or key. The
+that the teacher answers (``ops/preflight.py``), so bad input fails in seconds naming file, row, field or key. The
 recipe's own small Ray runner does the rest: verl's ``TaskRunnerV1`` is a ``@ray.remote`` class (it cannot be
 subclassed) and its trainer registry refuses a second "sync" trainer. The runner starts a new attempt of the
-metrics and trace files (``run_files.py``) before the trainer opens them, so a resumed run loses none.
+metrics and trace files (``ops/run_files.py``) before the trainer opens them, so a resumed run loses none.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import hydra
 import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recipe.heapa.ray_cleanup import local_cluster_cleanup
-from recipe.heapa.run_control import DriverPreemption, preemptions
-from recipe.heapa.supervise import ATTEMPT_ENV, PREEMPTED_ENV, RESTARTS_ENV
+from recipe.heapa.ops.ray_cleanup import local_cluster_cleanup
+from recipe.heapa.ops.preemption import DriverPreemption, preemptions
+from recipe.heapa.ops.supervise import ATTEMPT_ENV, PREEMPTED_ENV, RESTARTS_ENV
 
 logger = logging.getLogger("recipe.heapa.main_heapa")  # not "__main__" under -m: the recipe level applies
 
@@ -37,8 +37,8 @@ class HeapaTaskRunner:
         from verl.utils.import_utils import load_class_from_fqn
         from verl.utils.logging_utils import configure_verl_logging
 
-        from recipe.heapa.checkpoints import choose_resume
-        from recipe.heapa.run_files import prepare_run_files
+        from recipe.heapa.ops.checkpoint_manifest import choose_resume
+        from recipe.heapa.ops.run_files import prepare_run_files
         from recipe.heapa.trainer import HeapaTrainer
         from verl_ext.adapters._config import configure_logging
 
@@ -50,7 +50,7 @@ class HeapaTaskRunner:
         logger.info("heapa: method %s, selection %s, platform %s, seed %s", h.method, h.selection.name, h.platform,
                     h.seed)
         logger.debug("heapa config:\n%s", pformat(OmegaConf.to_container(h)))
-        choose_resume(config)  # a damaged latest checkpoint: the newest complete one instead (checkpoints.py)
+        choose_resume(config)  # a damaged latest checkpoint: the newest complete one instead (ops/checkpoint_manifest.py)
         prepare_run_files(config)  # before the trainer opens them (cut at the step resumed); logs what it kept
         tq.init(config.transfer_queue)
         trainer = None
@@ -79,7 +79,7 @@ class HeapaTaskRunner:
 
 def read_settings(config: DictConfig):
     """The validated ``heapa:`` block (paths ``~``-expanded first); cheap: verl itself is not imported yet."""
-    from recipe.heapa.preflight import expand_paths
+    from recipe.heapa.ops.preflight import expand_paths
     from recipe.heapa.settings import parse_settings
     from verl_ext.adapters._config import LOG_LEVEL_ENV, configure_logging
 
@@ -111,9 +111,9 @@ def prepare(config: DictConfig):
         activate()
         _forward_env(config, {"VERL_PLATFORM": "cpu", **ENV_DEFAULTS})
     else:
-        from recipe.heapa.gpu_fit import fit_gpu
+        from recipe.heapa.ops.gpu_fit import fit_gpu
 
-        fit_gpu(config)  # attention that is installed, vLLM sized for prompt + response (gpu_fit.py)
+        fit_gpu(config)  # attention that is installed, vLLM sized for prompt + response (ops/gpu_fit.py)
     attach_to_running_cluster(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
@@ -203,7 +203,7 @@ def _tag_run(config: DictConfig, settings) -> None:
 class _LaunchRunner:
     """What ``run_ppo`` gets as ``task_runner_class``: it calls ``.remote()`` in the driver right after
     ``ray.init``, which installs its own SIGTERM handler (exit at once); the preemption handler is installed here,
-    after it, so a scheduler's signal becomes a checkpoint instead (``run_control.py``)."""
+    after it, so a scheduler's signal becomes a checkpoint instead (``ops/preemption.py``)."""
 
     def __init__(self, preemption: DriverPreemption) -> None:
         self.preemption = preemption
@@ -229,11 +229,11 @@ def _ckpt_root(config: DictConfig) -> str:
 
 @hydra.main(config_path="config", config_name="heapa_trainer", version_base=None)
 def main(config: DictConfig) -> None:
-    from recipe.heapa.preflight import check_data, check_teacher
+    from recipe.heapa.ops.preflight import check_data, check_teacher
     from verl.trainer.main_ppo import run_ppo
 
     settings = read_settings(config)
-    # which attempt of a supervised run this is (recipe/heapa/supervise.py), for the trainer's run/* metrics
+    # which attempt of a supervised run this is (recipe/heapa/ops/supervise.py), for the trainer's run/* metrics
     _forward_env(config, {k: os.environ[k] for k in (ATTEMPT_ENV, RESTARTS_ENV) if k in os.environ})
     _forward_env(config, {PREEMPTED_ENV: str(preemptions(_ckpt_root(config)))})
     check_data(config, settings)  # before verl's heavy imports: a data error shows in seconds
@@ -241,7 +241,7 @@ def main(config: DictConfig) -> None:
     prepare(config)
     preemption = DriverPreemption(settings.run, _ckpt_root(config))
     local = running_cluster_address(config.ray_kwargs.get("ray_init") or {}) is None
-    with local_cluster_cleanup(local):  # every Ray process this run started ends with it (ray_cleanup.py)
+    with local_cluster_cleanup(local):  # every Ray process this run started ends with it (ops/ray_cleanup.py)
         run_ppo(config, task_runner_class=_LaunchRunner(preemption))
     code = preemption.exit_code()
     if code is not None:

@@ -23,8 +23,8 @@ from verl_ext.pool.lineage import LineageConfig
 from verl_ext.selection import available_strategies, get_strategy_class
 from verl_ext.selection.registry import validate_options
 
-from .augmentation import resolve_prompt_preset
-from .run_control import RunSettings
+from recipe.heapa.stages.augmentation import resolve_prompt_preset
+from recipe.heapa.ops.preemption import RunSettings
 
 PLATFORMS = ("gpu", "cpu")
 SEQUENCE_MEAN_OVER = ("all_rows", "signal_rows")
@@ -65,7 +65,7 @@ class HiveSettings:
     positions, which measures how surprising the prompt text and template are rather than the answer. Default 2,
     chosen by ``scripts/hive_probe_study.py`` (figures in docs/hive.md).
     ``probe_max_tokens``: tokens per forward micro-batch per GPU of that pass, which runs beside the awake rollout
-    servers (the memory arithmetic is in ``hive_verify.py``'s docstring).
+    servers (the memory arithmetic is in ``stages/hive_verify.py``'s docstring).
     """
 
     verify: Bool = True

@@ -3,28 +3,28 @@
 One step, as data flows (the PPO update itself is verl's, unchanged):
 
 1. **augment (fire)**  while the rollout servers are awake, the policy is asked for new problems close to the
-                last step's parents (``augmentation.py``); the step does not wait for the teacher.
+                last step's parents (``stages/augmentation.py``); the step does not wait for the teacher.
 2. **select**   the strategy picks ``train_batch_size`` record ids (boundary sampling for HeaPA); the batch
                 sampler hands them to the dataloader; rows carry ``extra_info.index = record id``.
-   HIVE verifies its candidates here: the actor's prompt entropy for each (``hive_verify.py``), stale ones pruned.
+   HIVE verifies its candidates here: the actor's prompt entropy for each (``stages/hive_verify.py``), stale ones pruned.
 3. **rollout + reward**  verl's agent loop and the ``heapa`` reward manager (``acc`` per trajectory); with AR3PO the
                 agent loop rolls each prompt out in stages (``verl_ext.adapters.ar3po_agent_loop``). The
                 augmentation requests are joined and handed to the teacher before verl sleeps the servers.
    **view**     the sampled batch's trajectories are read once (record id, ``acc``, generated / reused / padding:
-                ``step_batch.py``); AR3PO, the feedback and HIVE's response entropy all read that view.
+                ``step/batch_view.py``); AR3PO, the feedback and HIVE's response entropy all read that view.
    **reuse**    AR3PO: all-wrong groups get a banked correct response before verl balances the batch, so the actor
-                computes its old log-probs like any other row (``ar3po.py``); with uneven groups the actor update
-                keeps GRPO's update count and per-row loss scale (``update_plan.py``).
+                computes its old log-probs like any other row (``stages/ar3po.py``); with uneven groups the actor update
+                keeps GRPO's update count and per-row loss scale (``step/update_plan.py``).
 4. **feedback** the generated trajectories' ``acc``, *by record id*, updates each record's estimator; trained
                 records are archived (groups verl evicts, e.g. DAPO-filtered ones, are reported by the replay
-                buffer as they are evicted: ``feedback_buffer.py``).
+                buffer as they are evicted: ``step/replay_buffer.py``).
 5. **integrate** validated children enter the pool with a parent-derived prior and a lineage edge.
 6. **refresh / reinsert**  lineage re-estimation on its cadence; controlled reinsertion when the pool runs short.
 7. **log**      ``pool/*``, ``select/*``, ``feedback/*``, ``augment/*``, ``teacher/*``, ``lineage/*``, ``rollout/*``
                 (what the rollout cost, for every method), ``update/*``, ``run/*`` and ``hive/*`` scalars.
 
-Around every step: a stuck-step watchdog (``watchdog.py``) and preemption at the step's end
-(``trainer_checkpoints.py``, ``run_control.py``).
+Around every step: a stuck-step watchdog (``ops/watchdog.py``) and preemption at the step's end
+(``ops/trainer_checkpoints.py``, ``ops/preemption.py``).
 """
 
 from __future__ import annotations
@@ -46,21 +46,21 @@ from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
 from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import build_strategy
 
-from .ar3po import Ar3poStage
-from .augmentation import AugmentationStage
-from .diagnostics import advantage_diagnostics, read_advantages
-from .feedback_buffer import PATH as FEEDBACK_BUFFER_PATH
-from .feedback_buffer import FeedbackReplayBuffer
-from .hive_verify import PromptEntropyProbe, response_entropy
-from .rollout_cost import RolloutCost
+from recipe.heapa.stages.ar3po import Ar3poStage
+from recipe.heapa.stages.augmentation import AugmentationStage
+from recipe.heapa.step.advantage_diagnostics import advantage_diagnostics, read_advantages
+from recipe.heapa.step.replay_buffer import PATH as FEEDBACK_BUFFER_PATH
+from recipe.heapa.step.replay_buffer import FeedbackReplayBuffer
+from recipe.heapa.stages.hive_verify import PromptEntropyProbe, response_entropy
+from recipe.heapa.step.rollout_cost import RolloutCost
 from .settings import HeapaConfigError, parse_settings, strategy_kwargs
-from .step_batch import StepBatch
-from .step_outcomes import StepOutcomes
-from .supervise import run_metrics
-from .trainer_checkpoints import RecipeCheckpoints
-from .update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
-from .verl_api import actor_dp_size, gen_batch_size, replay_buffer_filter_kwargs, set_training_horizon
-from .watchdog import StepWatchdog, maybe_hang_for_test
+from recipe.heapa.step.batch_view import StepBatch
+from recipe.heapa.step.outcomes import StepOutcomes
+from recipe.heapa.ops.supervise import run_metrics
+from recipe.heapa.ops.trainer_checkpoints import RecipeCheckpoints
+from recipe.heapa.step.update_plan import ActorUpdateTap, Batching, UpdatePlan, plan_update, spread_padding
+from recipe.heapa.verl_contract import actor_dp_size, gen_batch_size, replay_buffer_filter_kwargs, set_training_horizon
+from recipe.heapa.ops.watchdog import StepWatchdog, maybe_hang_for_test
 
 logger = logging.getLogger(__name__)
 AR3PO_MANAGER = "verl_ext.adapters.ar3po_agent_loop.StagedAgentLoopManager"
@@ -77,8 +77,8 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         self.probe: PromptEntropyProbe | None = None
         self.rollout_cost = RolloutCost()
         self.ar3po = self._build_ar3po(config)
-        self._update_plan: UpdatePlan | None = None  # AR3PO: this step's actor update (update_plan.py)
-        self._view: StepBatch | None = None  # this step's trajectories, read once (step_batch.py)
+        self._update_plan: UpdatePlan | None = None  # AR3PO: this step's actor update (step/update_plan.py)
+        self._view: StepBatch | None = None  # this step's trajectories, read once (step/batch_view.py)
         self._signal_rows = 0  # rows with a non-zero advantage this step (heapa.update.sequence_mean_over)
         self.watchdog = StepWatchdog(self.heapa.run.watchdog)
         self._saved_step = -1
@@ -114,7 +114,7 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
                 self.train_dataset, self.tokenizer, lambda: self.actor_rollout_wg, self._actor_dp_size,
                 temperature=rollout.temperature, prompt_length=rollout.prompt_length, tail_tokens=h.hive.tail_tokens,
                 micro_batch_size=None if dynamic else rollout.get("log_prob_micro_batch_size_per_gpu"),
-                max_tokens=h.hive.probe_max_tokens,  # its micro-batches run beside awake vLLM (hive_verify.py)
+                max_tokens=h.hive.probe_max_tokens,  # its micro-batches run beside awake vLLM (stages/hive_verify.py)
                 max_token_len_per_gpu=rollout.get("log_prob_max_token_len_per_gpu") if dynamic else None,
                 remove_padding=bool(self.config.actor_rollout_ref.model.get("use_remove_padding", False)),
                 chat_template_kwargs=dict(self.config.data.get("apply_chat_template_kwargs") or {}))
@@ -126,7 +126,7 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
 
     def _build_replay_buffer(self):
         # verl's documented hook for a custom buffer; verl then passes it no group-filtering arguments, so they
-        # travel in sampler_kwargs, computed by verl's own rule (verl_api.replay_buffer_filter_kwargs).
+        # travel in sampler_kwargs, computed by verl's own rule (verl_contract.replay_buffer_filter_kwargs).
         sampler = self.config.trainer.v1.sampler
         custom = sampler.get("custom_sampler") or {}
         ours = not (custom.get("path") and custom.get("name")) and self.trainer_mode == "sync"
@@ -175,7 +175,7 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
                                              suffix_separator=h.rows.suffix_separator)
         if self.ar3po is not None and self.ar3po.bank.capacity is None:  # reuse.capacity: 0 = one entry per seed
             self.ar3po.size_bank(len(self.train_dataset), int(data.max_response_length))
-        set_training_horizon(self, len(self.train_dataset))  # verl's rule for a fixed dataset (verl_api.py)
+        set_training_horizon(self, len(self.train_dataset))  # verl's rule for a fixed dataset (verl_contract.py)
         # A large pool is millions of long-lived objects: freezing them keeps Python's full GC passes (0.6 s at
         # 10^6 records, docs/pool.md) off the per-step path.
         gc.collect()
@@ -249,9 +249,9 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
     # ------------------------------------------------------------------------------------------- AR3PO hooks
     # verl's _step_once: sample -> balance -> old_log_prob -> ref -> advantage -> update. Reuse joins before the
     # balance (reused rows are balanced and get old log-probs from the current actor like any other row); with
-    # AR3PO's uneven groups the update keeps GRPO's update count and per-row loss scale (update_plan.py).
+    # AR3PO's uneven groups the update keeps GRPO's update count and per-row loss scale (step/update_plan.py).
     def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
-        # The first hook that sees the sampled batch: the step's trajectories are read here, once (step_batch.py).
+        # The first hook that sees the sampled batch: the step's trajectories are read here, once (step/batch_view.py).
         self.watchdog.stage("balance")
         self._view = StepBatch.read(batch.keys, batch.tags, batch.partition_id, self.heapa.feedback.acc_field)
         batch.reorder(self._view.stable_order(batch.keys))  # not the order rollouts finished in: same run, same update
@@ -332,7 +332,7 @@ class HeapaTrainer(RecipeCheckpoints, PPOTrainerSync):
         super().on_step_begin()
 
     def on_step_end(self):
-        # After verl's save_freq save: a preemption request (run_control.py) gets a complete checkpoint of this
+        # After verl's save_freq save: a preemption request (ops/preemption.py) gets a complete checkpoint of this
         # step and ends training here; the driver then exits with the requeue code.
         if self._preempt_requested():
             return

@@ -45,7 +45,7 @@ class RunResult:
     stray_pids: list[str] = field(default_factory=list)  # 'pid:cmd' still alive 15 s after exit (then killed)
 
     def assert_no_strays(self) -> None:
-        """A run must leave nothing behind (its driver ends its Ray cluster: ``recipe/heapa/ray_cleanup.py``);
+        """A run must leave nothing behind (its driver ends its Ray cluster: ``recipe/heapa/ops/ray_cleanup.py``);
         the runner has killed the strays already, this makes them a test failure instead of a leak."""
         assert not self.stray_pids, (f"processes still alive 15 s after the run ended (killed by the runner): "
                                      f"{self.stray_pids}\n{tail(self.log_path, 30)}")

@@ -30,7 +30,7 @@ commit that carries the new file says which change and why. A refactor never reg
 children and report the same pass rates and pool statistics at every step. To compare two commits, run this
 command on each and diff the trace files (``heapa.trace_file``) and ``metrics.jsonl``.
 
-**Checkpoint fallback** (``recipe/heapa/checkpoints.py``). For each part of the latest checkpoint in turn (an actor
+**Checkpoint fallback** (``recipe/heapa/ops/checkpoint_manifest.py``). For each part of the latest checkpoint in turn (an actor
 shard, the dataloader state, the pool file, the recipe state), a copy of the run has that part cut to half its
 size, and the start-up check the trainer runs first (``choose_resume``, no Ray) must name the damaged file and pick
 ``global_step_2``: what the trainer loads then is step 2's complete folder, whichever part of step 3 was damaged.
@@ -53,7 +53,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from recipe.heapa.checkpoints import choose_resume
+from recipe.heapa.ops.checkpoint_manifest import choose_resume
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 GOLDEN = GOLDEN_DIR / "heapa_grpo_trace.json"
@@ -207,12 +207,12 @@ def test_short_heapa_grpo_run_matches_the_golden_trace(pinned_run):
 
 def _load_golden_checkpoint(e2e_runner, tiny_assets: Path):
     """Today's code, configured as the pinned run was (the recipe's Hydra config, the same overrides), loading the
-    golden commit's state files: the trainer's own load path minus the model (``trainer_checkpoints.py``)."""
+    golden commit's state files: the trainer's own load path minus the model (``ops/trainer_checkpoints.py``)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
-    from recipe.heapa.augmentation import AugmentationStage
-    from recipe.heapa.rollout_cost import RolloutCost
+    from recipe.heapa.stages.augmentation import AugmentationStage
+    from recipe.heapa.step.rollout_cost import RolloutCost
     from recipe.heapa.settings import parse_settings, strategy_kwargs
     from verl_ext.adapters.dataset import PoolDataset
     from verl_ext.adapters.pool_file import FILE_NAME
@@ -313,7 +313,7 @@ def test_the_start_up_check_names_a_damaged_part_and_picks_the_previous_step(par
     run = _damaged_copy(pinned_run, tmp_path / "run", part)
     config = OmegaConf.create({"trainer": {"resume_mode": "auto", "resume_from_path": None,
                                            "default_local_dir": str(run / "ckpt")}})
-    with caplog.at_level(logging.WARNING, logger="recipe.heapa.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="recipe.heapa.ops.checkpoint_manifest"):
         chosen = choose_resume(config)
     assert chosen == run / "ckpt" / "global_step_2"
     assert (config.trainer.resume_mode, config.trainer.resume_from_path) == ("resume_path", str(chosen))

@@ -1,5 +1,5 @@
 """A scheduler's SIGTERM during a step: a complete checkpoint of that step within the grace period, exit code 75,
-and the next start continues from it (``recipe/heapa/run_control.py``).
+and the next start continues from it (``recipe/heapa/ops/preemption.py``).
 
 Run P (``heapa_grpo``, 4 steps, no periodic checkpoint) gets SIGTERM on its driver once step 1 is logged. It must
 finish the step in progress, write a complete checkpoint of it (manifest included), record the step in

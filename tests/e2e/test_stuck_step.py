@@ -1,7 +1,7 @@
 """A step that hangs: the watchdog logs the stage and the stacks within its limit and, with ``abort`` on, ends the
-trainer; the supervisor restarts the run from its latest checkpoint and it finishes (``recipe/heapa/watchdog.py``).
+trainer; the supervisor restarts the run from its latest checkpoint and it finishes (``recipe/heapa/ops/watchdog.py``).
 
-``heapa_grpo``, 3 steps, a checkpoint at every step, under ``python -m recipe.heapa.supervise`` (what the launchers
+``heapa_grpo``, 3 steps, a checkpoint at every step, under ``python -m recipe.heapa.ops.supervise`` (what the launchers
 run). The test hook ``VERL_EXT_TEST_HANG=2:900:1`` makes step 2 of the first attempt sleep for 900 s. With
 ``watchdog.floor_s=60`` and ``factor=5`` (step 1, warm-up included, takes ~5-10 s here alone and up to ~25 s
 beside another run: ``.ci/run`` runs two test modules at once, so a 20 s floor could call a slow first step stuck),
@@ -25,7 +25,7 @@ def test_a_hung_step_is_reported_and_restarted(tiny_assets, repo_root, e2e_runne
     overrides = e2e_runner.recipe_overrides(tiny_assets, out, "heapa_grpo", steps=3, save_freq=1)
     overrides += ["heapa.run.watchdog.floor_s=60", "heapa.run.watchdog.factor=5", "heapa.run.watchdog.poll_s=1",
                   "heapa.run.watchdog.abort=true"]
-    cmd = [sys.executable, "-m", "recipe.heapa.supervise", "--ckpt-dir", str(out / "ckpt"), "--backoff-s", "1",
+    cmd = [sys.executable, "-m", "recipe.heapa.ops.supervise", "--ckpt-dir", str(out / "ckpt"), "--backoff-s", "1",
            "--max-restarts", "1", "--", sys.executable, "-m", "recipe.heapa.main_heapa", *overrides]
     env = e2e_runner.trainer_env(out / "metrics.jsonl", {"VERL_EXT_TEST_HANG": "2:900:1"})
     res = e2e_runner.run_logged(cmd, env=env, log_path=out / "run.log", timeout_s=900, cwd=repo_root)

@@ -1,4 +1,4 @@
-"""A Ray worker killed mid-step: the launcher's supervisor (recipe/heapa/supervise.py) restarts the run from its
+"""A Ray worker killed mid-step: the launcher's supervisor (recipe/heapa/ops/supervise.py) restarts the run from its
 latest checkpoint and it finishes the requested steps, with one metrics history.
 
 The embedded CPU default (tiny assets) runs 4 heapa_grpo steps with a checkpoint at every step. Once step 2 is

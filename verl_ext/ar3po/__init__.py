@@ -4,7 +4,7 @@ Pure core (no verl / ray / torch): ``StagePlanner`` decides how many responses e
 keeps correct responses for groups that stay all-wrong, ``group_stats``/``finish_step`` count what the step cost
 and how much GRPO signal it carries; ``stage_account`` reads a finished step back and checks it against the plan.
 In training, ``verl_ext.adapters.ar3po_agent_loop`` runs the planner per prompt inside verl's agent-loop workers and
-the recipe (``recipe/heapa/ar3po.py``) applies reuse to the step's batch.
+the recipe (``recipe/heapa/stages/ar3po.py``) applies reuse to the step's batch.
 """
 
 from verl_ext.ar3po.account import planned_size, stage_account, stage_metrics

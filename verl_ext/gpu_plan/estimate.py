@@ -178,7 +178,7 @@ def plan(m: ModelShape, run: RunShape, gpu_bytes: float, short_row: int = 1024) 
 
 
 def _padded_probe(run: RunShape) -> RunShape:
-    """HIVE's padded micro-batches hold at most probe_max_tokens positions (recipe/heapa/hive_verify.py), i.e. rows
+    """HIVE's padded micro-batches hold at most probe_max_tokens positions (recipe/heapa/stages/hive_verify.py), i.e. rows
     x longest <= budget: modelled as one row of that many positions."""
     from dataclasses import replace
 

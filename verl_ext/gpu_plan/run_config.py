@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 ARF = "actor_rollout_ref"
-PACKED_ATTENTION = ("flash_attention_2", "flash_attention_3", "sdpa")  # see recipe/heapa/gpu_fit.py
+PACKED_ATTENTION = ("flash_attention_2", "flash_attention_3", "sdpa")  # see recipe/heapa/ops/gpu_fit.py
 MASKED_ATTENTION = ("sdpa", "eager")  # build a dense (rows, 1, L, L) mask; flash attention needs none
 
 

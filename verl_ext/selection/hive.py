@@ -30,7 +30,7 @@ policy trains, so history alone goes stale. Two stages per batch of k:
    (unverified), and only then the pruned candidates (``hive/pruned_selected`` counts them). Every measurement
    updates the record's prompt-entropy history and the reference window.
 
-In the recipe ``prompt_entropy`` is a forward pass of the policy (``recipe/heapa/hive_verify.py``); in the simulator
+In the recipe ``prompt_entropy`` is a forward pass of the policy (``recipe/heapa/stages/hive_verify.py``); in the simulator
 a function of the latent solve probability. Without a callback stage 2 is skipped (history-only selection, nothing
 pruned, ``select/verified = 0``). ``observe_response_entropy`` takes each trained record's response entropy.
 

@@ -1,6 +1,6 @@
 """Packed (remove-padding) sdpa gives the padded path's log-probs, entropies and gradients, through verl's own code.
 
-The launchers' fallback without flash-attn is sdpa with ``use_remove_padding=True`` (recipe/heapa/gpu_fit.py). This
+The launchers' fallback without flash-attn is sdpa with ``use_remove_padding=True`` (recipe/heapa/ops/gpu_fit.py). This
 runs verl 0.9.1's FSDP engine code for one micro-batch on the CPU, both ways: ``left_right_2_no_padding`` (what the
 trainer does before ``compute_log_prob`` / ``update_actor``), the engine's ``forward_step`` (its
 ``prepare_model_inputs``: packed = one row, ``attention_mask=None``, per-sequence position ids; padded =

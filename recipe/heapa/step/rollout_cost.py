@@ -1,0 +1,64 @@
+"""What each step's rollout cost, for every method: responses and response tokens generated, trained or not.
+
+Why: the papers compare methods at equal rollout cost (AR3PO: responses and tokens per step against GRPO with the
+same ceiling; HIVE: rollouts against DAPO's dynamic sampling). A trained batch alone undercounts: DAPO's
+filter_groups evicts zero-signal groups and discards surplus ones after generating them, and AR3PO's replace mode
+drops the response a reused one replaced. Those arrive through ``discarded`` (the replay buffer reports evicted
+groups, the AR3PO stage its replaced rows). Reused and padding rows of the batch were not generated this step.
+
+Scalars (``rollout/*``): ``gen_responses``, ``gen_tokens`` (this step), ``gen_responses_cum``, ``gen_tokens_cum``
+(since the start of training; checkpointed), ``discarded_responses``. Bounded: two counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from recipe.heapa.step.batch_view import REUSED_TAG
+
+SCHEMA_VERSION = 1
+
+
+class RolloutCost:
+    """Per-step and cumulative generation counts (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.total_responses = 0
+        self.total_tokens = 0
+        self._discarded = [0, 0]  # this step: responses, tokens
+
+    def discarded(self, responses: int, tokens: int) -> None:
+        """Trajectories generated this step that will not be trained (evicted, surplus, replaced)."""
+        self._discarded[0] += int(responses)
+        self._discarded[1] += int(tokens)
+
+    def close_step(self, tags: Iterable[Mapping[str, Any]], prefix: str = "rollout/") -> dict[str, float]:
+        """Count the trained batch (its TransferQueue tags) plus the step's discarded rows; reset the step."""
+        responses = tokens = 0
+        for tag in tags:
+            if tag.get("is_padding", False) or tag.get(REUSED_TAG, False):
+                continue
+            responses += 1
+            tokens += int(tag.get("response_len", 0))
+        discarded_responses, discarded_tokens = self._discarded
+        self._discarded = [0, 0]
+        responses += discarded_responses
+        tokens += discarded_tokens
+        self.total_responses += responses
+        self.total_tokens += tokens
+        return {f"{prefix}gen_responses": float(responses), f"{prefix}gen_tokens": float(tokens),
+                f"{prefix}gen_responses_cum": float(self.total_responses),
+                f"{prefix}gen_tokens_cum": float(self.total_tokens),
+                f"{prefix}discarded_responses": float(discarded_responses)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "total_responses": self.total_responses,
+                "total_tokens": self.total_tokens}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"RolloutCost state schema_version {state.get('schema_version')!r}; this code reads "
+                             f"{SCHEMA_VERSION}")
+        self.total_responses = int(state["total_responses"])
+        self.total_tokens = int(state["total_tokens"])

@@ -1,0 +1,165 @@
+"""Every verl 0.9.1 internal the recipe relies on, in one place, and the two rules it re-states.
+
+verl's documented extension points (trainer class, dataset, reward manager, agent-loop manager, platform and
+rollout registries) do not cover what the recipe needs: it overrides private methods of ``PPOTrainerSync``,
+reads private state of the replay buffer and the worker group, and swaps the file logger. A verl upgrade that
+renames or re-signs any of them must fail loudly and at once, naming the symbol, not halfway through a run:
+``PRIVATE_NAMES`` lists each with the parameters the recipe calls it with, and
+``tests/integration/recipe/test_verl_contract.py`` checks them against the installed verl.
+
+Three pieces of verl logic the recipe needs are re-stated here, next to that list: ``gen_batch_size`` (the
+loader's batch size, 1 when prompts are refilled one at a time), ``set_training_horizon`` (steps and the
+optimizer's schedule horizon) and ``replay_buffer_filter_kwargs`` (what verl hands its own replay buffer about
+group filtering, and not a custom one); the same test runs verl's own ``_init_dataloader`` and
+``_build_replay_buffer`` on the same configurations and fails when they drift apart.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+
+from omegaconf import OmegaConf, open_dict
+
+
+@dataclass(frozen=True)
+class VerlName:
+    """``module:qualname``; ``params``: the parameter names the recipe passes (None: not called, only read);
+    ``attr``: an instance attribute set in the class's ``__init__`` (checked in its source)."""
+
+    module: str
+    qualname: str
+    params: tuple[str, ...] | None = None
+    attr: str | None = None
+    used_by: str = ""
+
+    @property
+    def symbol(self) -> str:
+        return f"{self.module}.{self.qualname}" + (f".{self.attr}" if self.attr else "")
+
+
+TRAINER = "verl.trainer.ppo.v1.trainer_sync"
+BASE = "verl.trainer.ppo.v1.trainer_base"
+BUFFER = "verl.trainer.ppo.v1.replay_buffer"
+PRIVATE_NAMES: tuple[VerlName, ...] = (
+    VerlName(TRAINER, "PPOTrainerSync._build_replay_buffer", ("self",), used_by="trainer: poll interval, evictions"),
+    VerlName(BASE, "PPOTrainer._resolve_filter_groups_metric", ("self",), used_by="replay_buffer_filter_kwargs"),
+    VerlName(TRAINER, "PPOTrainerSync._init_dataloader", ("self",), used_by="trainer: the pool as the dataset"),
+    VerlName(TRAINER, "PPOTrainerSync._balance_batch", ("self", "batch", "metrics", "logging_prefix",
+                                                        "keep_minibatch"), used_by="trainer: AR3PO reuse"),
+    VerlName(TRAINER, "PPOTrainerSync._compute_advantage", ("self", "batch", "metrics"),
+             used_by="trainer: AR3PO weights, diag/*"),
+    VerlName(TRAINER, "PPOTrainerSync._update_actor", ("self", "batch", "metrics"), used_by="trainer: AR3PO"),
+    VerlName(BASE, "PPOTrainer._get_required_batch_multiple", ("self", "dp_size"),
+             used_by="trainer: AR3PO's padding (step/update_plan.py)"),
+    VerlName("verl.workers.engine_workers", "TrainingWorker.train_mini_batch", ("self", "data"),
+             used_by="update_plan: reads extra_info mini_batch_size (and global_batch_size, for the loss)"),
+    VerlName(TRAINER, "PPOTrainerSync._save_checkpoint", ("self",), used_by="trainer: pool file, recipe state"),
+    VerlName(TRAINER, "PPOTrainerSync._load_checkpoint", ("self",), used_by="trainer: pool file, recipe state"),
+    VerlName(BASE, "PPOTrainer.__init__", attr="parameter_sync_step", used_by="set_training_horizon"),
+    VerlName(BASE, "PPOTrainer.__init__", attr="trainer_mode", used_by="gen_batch_size"),
+    VerlName(BASE, "PPOTrainer._init_dataloader", attr="train_dataloader_it", used_by="trainer: resume"),
+    VerlName(BUFFER, "ReplayBuffer._clear_groups", ("self", "partition_id", "uids"),
+             used_by="replay_buffer: evicted groups"),
+    VerlName(BUFFER, "ReplayBuffer.__init__", attr="partitions", used_by="replay_buffer"),
+    VerlName(BUFFER, "ReplayBuffer.__init__", attr="finished_keys", used_by="replay_buffer"),
+    VerlName(BUFFER, "ReplayBuffer.__init__", attr="poll_interval", used_by="trainer: heapa.poll_interval_s"),
+    VerlName("verl.single_controller.base.worker", "Worker._query_dispatch_info", ("self", "mesh_name"),
+             used_by="actor_dp_size"),
+    VerlName("verl.single_controller.base.worker_group", "WorkerGroup.__init__", attr="_dispatch_info",
+             used_by="actor_dp_size"),
+    VerlName("verl.single_controller.base.decorator", "dispatch_lazy_compute_data_proto",
+             ("mesh_name", "worker_group"), used_by="actor_dp_size: the same lookup (max rank + 1)"),
+    VerlName("verl.utils.tracking", "FileLogger.__init__", ("self", "project_name", "experiment_name"),
+             used_by="run_files: the appending file logger"),
+)
+
+
+def _resolve(name: VerlName):
+    obj = importlib.import_module(name.module)
+    for part in name.qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def check(name: VerlName) -> str | None:
+    """None when the installed verl still has ``name`` as the recipe uses it, else what changed."""
+    try:
+        obj = _resolve(name)
+    except (ImportError, AttributeError) as err:
+        return f"{name.symbol}: gone from the installed verl ({err}); used by {name.used_by}"
+    if name.attr is not None:
+        source = inspect.getsource(obj)
+        if f"self.{name.attr} =" not in source and f"self.{name.attr}:" not in source:
+            return f"{name.symbol}: {name.qualname} no longer sets self.{name.attr}; used by {name.used_by}"
+        return None
+    if name.params is not None:
+        got = tuple(inspect.signature(obj).parameters)
+        if got[:len(name.params)] != name.params:
+            return f"{name.symbol}: parameters {got}, the recipe passes {name.params}; used by {name.used_by}"
+    return None
+
+
+def problems() -> list[str]:
+    return [p for p in map(check, PRIVATE_NAMES) if p is not None]
+
+
+def actor_dp_size(worker_group) -> int:
+    """The actor's data-parallel size, looked up as verl's own dispatch does (``_dispatch_info``)."""
+    if "actor" not in worker_group._dispatch_info:
+        worker_group._dispatch_info["actor"] = worker_group._query_dispatch_info("actor")
+    return max(worker_group._dispatch_info["actor"]) + 1
+
+
+def gen_batch_size(config, trainer_mode: str) -> int:
+    """Prompts per loader batch, as verl 0.9.1's ``_init_dataloader`` decides it: DAPO's group filtering, failed-group
+    refills and the async trainers refill one prompt at a time (``data.gen_batch_size`` becomes 1)."""
+    filter_groups = config.algorithm.get("filter_groups", None)
+    dapo = bool(filter_groups is not None and filter_groups.get("enable", False))
+    refill = bool(config.trainer.v1.sampler.get("sync_refill_failed_groups", False))
+    if dapo or refill or trainer_mode != "sync":
+        with open_dict(config):
+            config.data.gen_batch_size = 1
+    return int(config.data.get("gen_batch_size", None) or config.data.train_batch_size)
+
+
+def set_training_horizon(trainer, num_seeds: int) -> None:
+    """verl's step count and optimizer horizon (steps x ``parameter_sync_step`` local updates) for a dataset of
+    ``num_seeds``; with a growing pool ``trainer.total_training_steps`` should be set explicitly."""
+    config = trainer.config
+    # the one deviation from verl: at least one step per epoch (a pool smaller than a batch still trains, since
+    # reinsertion serves it again; verl's static dataset would give 0 steps)
+    trainer.steps_per_epoch = max(1, num_seeds // config.data.train_batch_size)
+    total = trainer.steps_per_epoch * config.trainer.total_epochs
+    if config.trainer.total_training_steps is not None:
+        total = config.trainer.total_training_steps
+    trainer.total_training_steps = total
+    optim_total = total * trainer.parameter_sync_step
+    with open_dict(config):
+        if OmegaConf.select(config, "actor_rollout_ref.actor.optim"):
+            config.actor_rollout_ref.actor.optim.total_training_steps = optim_total
+        if OmegaConf.select(config, "critic.optim"):
+            config.critic.optim.total_training_steps = optim_total
+
+
+FILTER_KWARGS = ("filter_groups_metric", "sync_refill_failed_groups", "train_batch_size", "gen_batch_size",
+                 "max_inflight_gen_batches")
+
+
+def replay_buffer_filter_kwargs(trainer) -> dict:
+    """The group-filtering arguments verl 0.9.1's ``_build_replay_buffer`` gives its own sync ``ReplayBuffer``
+    (and not a ``trainer.v1.sampler.custom_sampler``): the recipe's buffer receives them through ``sampler_kwargs``."""
+    sampler = trainer.config.trainer.v1.sampler
+    metric = trainer._resolve_filter_groups_metric()
+    refill = bool(sampler.get("sync_refill_failed_groups", False))
+    train_batch_size = trainer.config.data.train_batch_size
+    filter_groups = trainer.config.algorithm.get("filter_groups", None)
+    return {
+        "filter_groups_metric": metric,
+        "sync_refill_failed_groups": refill,
+        "train_batch_size": train_batch_size,
+        "gen_batch_size": 1 if metric is not None or refill
+        else (trainer.config.data.get("gen_batch_size", None) or train_batch_size),
+        "max_inflight_gen_batches": filter_groups.get("max_inflight_gen_batches", 1) if metric is not None else 1,
+    }

@@ -1,0 +1,127 @@
+"""Preemption requests (``ops/preemption.py``) and the stuck-step watchdog (``ops/watchdog.py``), without Ray.
+
+The end-to-end behaviour (a real trainer checkpointing on SIGTERM, a hung step restarted by the supervisor) is in
+``tests/e2e/test_preemption.py``; here are the rules: the request file, the grace deadline, the exit codes, the
+settings' validation, and when a step counts as stuck.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from recipe.heapa.ops.preemption import (DriverPreemption, RunSettings, WatchdogSettings, clear_request, mark_saved,
+                                      preemptions, read_request)
+from recipe.heapa.settings import HeapaConfigError, parse_settings
+from recipe.heapa.ops.watchdog import EX_SOFTWARE, StepWatchdog
+
+
+@pytest.fixture
+def restore_signals():
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def test_signal_writes_a_request_and_the_saved_checkpoint_gives_the_requeue_code(tmp_path, restore_signals):
+    exits = []
+    driver = DriverPreemption(RunSettings(grace_s=30), tmp_path, exit_fn=exits.append)
+    (tmp_path / "heapa_preempt.json").write_text('{"signal": "SIGTERM", "saved_step": 3}')
+    driver.install()
+    assert read_request(tmp_path) is None  # a request left by the previous attempt is cleared at start
+    assert driver.exit_code() is None  # no signal: a normal end
+    os.kill(os.getpid(), signal.SIGUSR1)
+    request = read_request(tmp_path)
+    assert request["signal"] == "SIGUSR1" and request["deadline"] == pytest.approx(time.time() + 30, abs=5)
+    os.kill(os.getpid(), signal.SIGTERM)  # a second signal does not shorten anything
+    assert read_request(tmp_path)["signal"] == "SIGUSR1"
+    mark_saved(tmp_path, 7)  # what the trainer does at the end of the step
+    assert read_request(tmp_path)["saved_step"] == 7
+    assert driver.exit_code() == 75 and exits == [] and preemptions(tmp_path) == 1
+
+
+def test_past_the_grace_period_the_driver_exits_and_a_final_step_needs_no_requeue(tmp_path, restore_signals):
+    exits = []
+    driver = DriverPreemption(RunSettings(grace_s=0.2, requeue_exit_code=99), tmp_path, exit_fn=exits.append)
+    driver.install()
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.6)
+    assert exits == [99]  # the half-written checkpoint has no manifest: the next start uses the previous one
+    other = DriverPreemption(RunSettings(grace_s=30), tmp_path / "b", exit_fn=exits.append)
+    other.install()
+    os.kill(os.getpid(), signal.SIGTERM)
+    mark_saved(tmp_path / "b", 40, final=True)
+    assert other.exit_code() is None and preemptions(tmp_path / "b") == 0
+    clear_request(tmp_path / "b")
+    assert read_request(tmp_path / "b") is None
+
+
+@pytest.mark.parametrize("block, match", [
+    ({"preempt_signals": ["SIGKILL"]}, "can be caught"),
+    ({"preempt_signals": ["SIGNOPE"]}, "can be caught"),
+    ({"grace_s": 0}, "grace_s"),
+    ({"requeue_exit_code": 300}, "requeue_exit_code"),
+    ({"watchdog": {"factor": -1}}, "watchdog.factor"),
+    ({"watchdog": {"abort": "yes"}}, "watchdog.abort"),
+    ({"watchdog": {"nope": 1}}, "nope"),
+])
+def test_bad_run_settings_name_the_key(block, match):
+    with pytest.raises(HeapaConfigError, match=rf"heapa\.run\..*{match}"):
+        parse_settings({"platform": "cpu", "selection": {"name": "uniform"}, "run": block})
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_watchdog_reports_a_step_past_its_limit_once_with_its_stage():
+    clock, dumps, exits = Clock(), [], []
+    dog = StepWatchdog(WatchdogSettings(factor=3.0, floor_s=10.0), clock=clock, dump=lambda: dumps.append(1),
+                       exit_fn=exits.append)
+    for step in range(1, 6):  # steps of 8 s: the limit is max(10, 3 x 8) = 24 s
+        dog.step_begin(step)
+        dog.stage("update_actor")
+        clock.t += 8.0
+        assert not dog.check()
+    dog.step_begin(6)
+    dog.stage("select+rollout+reward")
+    clock.t += 24.0
+    assert dog.limit_s() == 24.0 and not dog.check()
+    clock.t += 1.0
+    assert dog.check() and dumps == [1] and exits == []
+    clock.t += 100.0
+    assert not dog.check()  # once per step
+    assert dog.metrics() == {"run/stuck_steps": 1.0}
+
+
+def test_watchdog_abort_ends_the_process_and_the_floor_covers_the_first_step(caplog):
+    clock, exits = Clock(), []
+    dog = StepWatchdog(WatchdogSettings(floor_s=60.0, abort=True), clock=clock, dump=lambda: None,
+                       exit_fn=exits.append)
+    dog.step_begin(1)  # no history: the floor alone
+    dog.stage("test_hang")
+    clock.t += 59.0
+    assert not dog.check()
+    clock.t += 2.0
+    with caplog.at_level("ERROR"):
+        assert dog.check()
+    assert exits == [EX_SOFTWARE]
+    assert "step 1 is stuck" in caplog.text and "'test_hang'" in caplog.text
+
+
+def test_watchdog_thread_runs_and_stops():
+    dumps = []
+    dog = StepWatchdog(WatchdogSettings(floor_s=0.05, poll_s=0.02), dump=lambda: dumps.append(1))
+    dog.start()
+    dog.step_begin(1)
+    time.sleep(0.3)
+    dog.stop()
+    assert dumps == [1]

@@ -1,0 +1,91 @@
+"""The step's view (``recipe/heapa/step/batch_view.py``): one TransferQueue read, the key rule and the row kinds."""
+
+from __future__ import annotations
+
+import pytest
+
+import recipe.heapa.step.batch_view as step_batch_mod
+from recipe.heapa.step.batch_view import REUSED_TAG, StepBatch, Trajectory, parse_key
+
+
+class FakeTQ:
+    def __init__(self, rows):
+        self.rows, self.calls = rows, []
+
+    def kv_batch_get(self, keys, partition_id, select_fields=None):
+        self.calls.append((tuple(keys), tuple(select_fields)))
+        return {f: [self.rows[k][f] for k in keys] for f in select_fields}
+
+
+def _row(record, acc):
+    info = {"acc": acc, "timeout": False} if acc is not None else {}
+    return {"index": record, "extra_fields": {"reward_extra_info": info}}
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    rows = {"u_0_0": _row(3, 1.0), "u_1_0": _row(3, 0.0), "u_1_1": _row(3, 0.0), "v_0_0": _row(9, 0.0),
+            "v_1_0": _row(9, None), "pad_0_0": _row(3, 1.0)}
+    tq = FakeTQ(rows)
+    monkeypatch.setattr(step_batch_mod, "tq", tq)
+    return tq
+
+
+def test_one_read_of_the_real_rows_and_groups_of_final_outputs(fake):
+    keys = ["u_0_0", "u_1_0", "u_1_1", "v_0_0", "pad_0_0", "bareuid"]
+    tags = [{}, {}, {}, {}, {"is_padding": True}, {}]
+    view = StepBatch.read(keys, tags, "train")
+    assert len(fake.calls) == 1 and fake.calls[0][0] == ("u_0_0", "u_1_0", "u_1_1", "v_0_0")
+    groups = view.groups()
+    assert [t.key for t in groups["u"]] == ["u_0_0", "u_1_1"]  # session 1's last output carries its reward
+    assert view.outputs_per_session()[("u", 1)] == 2
+    assert view.outcomes() == {3: (1, 3), 9: (0, 1)}  # every generated output, by record id
+    assert view.reward_infos()[0] == {"acc": 1.0, "timeout": False}
+
+
+def test_reused_rows_are_trained_not_fed_back_and_dropped_rows_are_fed_back(fake):
+    view = StepBatch.read(["u_0_0", "u_1_0"], [{}, {}], "train")
+    view.add([Trajectory("u_2_0", "u", 2, 0, 3, 1.0, {REUSED_TAG: True})])
+    view.drop(["u_1_0"])
+    assert [t.key for t in view.groups()["u"]] == ["u_0_0", "u_2_0"]
+    assert view.outcomes() == {3: (1, 2)}
+
+
+def test_a_row_without_acc_is_an_error_naming_the_field(fake):
+    view = StepBatch.read(["v_0_0", "v_1_0"], [{}, {}], "train", acc_field="acc")
+    with pytest.raises(KeyError, match=r"1 of 2 trajectories have no reward_extra_info\['acc'\]"):
+        view.outcomes()
+
+
+def test_key_rule():
+    assert parse_key("a_b_3_12") == ("a_b", 3, 12) and parse_key("abc") is None and parse_key("a_x_1") is None
+
+
+def test_step_outcomes_owns_both_routes_and_resets_each_step(fake):
+    from types import SimpleNamespace
+
+    from recipe.heapa.step.outcomes import StepOutcomes
+
+    fed = []
+
+    def feed(outcomes):
+        fed.append(dict(outcomes))
+        return SimpleNamespace(pass_rates={k: p / n for k, (p, n) in outcomes.items()},
+                               metrics=lambda: {"feedback/n_records": float(len(outcomes))})
+
+    owner = StepOutcomes(feed)
+    owner.evicted({5: (0, 4)})  # DAPO evicted an all-wrong group mid-step
+    owner.reward_infos.append({"acc": 0.0, "timeout": True})
+    owner.trained(StepBatch.read(["u_0_0", "u_1_0"], [{}, {}], "train"), threshold=0.5)
+    assert fed == [{5: (0, 4)}, {3: (1, 2)}]
+    assert owner.last_pass_rates == {5: 0.0, 3: 0.5} and owner.records() == [3, 5]
+    metrics = owner.close()
+    assert metrics["feedback/evicted_groups_fed_back"] == 1.0 and metrics["feedback/n_records"] == 1.0
+    assert metrics["reward/timeouts"] == 1.0
+    assert owner.records() == [] and owner.reward_infos == [] and owner.last_pass_rates == {5: 0.0, 3: 0.5}
+
+
+def test_stable_order_sorts_by_record_session_output(fake):
+    keys = ["v_0_0", "u_1_1", "u_0_0", "bareuid", "u_1_0"]
+    view = StepBatch.read(keys, [{}] * len(keys), "train")
+    assert [keys[i] for i in view.stable_order(keys)] == ["u_0_0", "u_1_0", "u_1_1", "v_0_0", "bareuid"]
