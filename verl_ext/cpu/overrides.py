@@ -4,7 +4,7 @@
 
     VERL_PLATFORM=cpu python -m verl.trainer.main_ppo $(python -m verl_ext.cpu.overrides) data.train_files=...
 
-The recipe's ``cpu`` preset (``recipe/heapa/config/cpu.yaml``) mirrors this list; a test keeps them equal.
+The recipe's ``cpu`` preset (``recipe/heapa/config/platform/cpu.yaml``) mirrors this list; a test keeps them equal.
 Each line says why it is needed (verl 0.9.1 facts, ``shared/spec/verl.md``).
 """
 
