@@ -50,7 +50,7 @@ class HeapaTaskRunner:
         logger.info("heapa: method %s, selection %s, platform %s, seed %s", h.method, h.selection.name, h.platform,
                     h.seed)
         logger.debug("heapa config:\n%s", pformat(OmegaConf.to_container(h)))
-        choose_resume(config)  # a damaged latest checkpoint: the newest complete one instead (ops/checkpoint_manifest.py)
+        choose_resume(config)  # a damaged latest checkpoint: the newest complete one (ops/checkpoint_manifest.py)
         prepare_run_files(config)  # before the trainer opens them (cut at the step resumed); logs what it kept
         tq.init(config.transfer_queue)
         trainer = None

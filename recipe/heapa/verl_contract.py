@@ -8,7 +8,8 @@ renames or re-signs any of them must fail loudly and at once, naming the symbol,
 ``tests/integration/recipe/test_verl_contract.py`` checks them against the installed verl.
 
 Three pieces of verl logic the recipe needs are re-stated here, next to that list: ``gen_batch_size`` (the
-loader's batch size, 1 when prompts are refilled one at a time), ``set_training_horizon`` (steps and the
+loader's batch size, 1 when prompts are refilled one at a time; ``record_gen_batch_size`` leaves the config as
+verl's loader does), ``set_training_horizon`` (steps and the
 optimizer's schedule horizon) and ``replay_buffer_filter_kwargs`` (what verl hands its own replay buffer about
 group filtering, and not a custom one); the same test runs verl's own ``_init_dataloader`` and
 ``_build_replay_buffer`` on the same configurations and fails when they drift apart.
@@ -112,16 +113,28 @@ def actor_dp_size(worker_group) -> int:
     return max(worker_group._dispatch_info["actor"]) + 1
 
 
-def gen_batch_size(config, trainer_mode: str) -> int:
-    """Prompts per loader batch, as verl 0.9.1's ``_init_dataloader`` decides it: DAPO's group filtering, failed-group
-    refills and the async trainers refill one prompt at a time (``data.gen_batch_size`` becomes 1)."""
+def exact_refill(config, trainer_mode: str) -> bool:
+    """verl 0.9.1's ``_init_dataloader`` rule: DAPO's group filtering, failed-group refills and the async trainers
+    refill one prompt at a time."""
     filter_groups = config.algorithm.get("filter_groups", None)
     dapo = bool(filter_groups is not None and filter_groups.get("enable", False))
     refill = bool(config.trainer.v1.sampler.get("sync_refill_failed_groups", False))
-    if dapo or refill or trainer_mode != "sync":
+    return dapo or refill or trainer_mode != "sync"
+
+
+def gen_batch_size(config, trainer_mode: str) -> int:
+    """Prompts per loader batch, as verl 0.9.1's ``_init_dataloader`` decides it (1 under ``exact_refill``)."""
+    if exact_refill(config, trainer_mode):
+        return 1
+    return int(config.data.get("gen_batch_size", None) or config.data.train_batch_size)
+
+
+def record_gen_batch_size(config, trainer_mode: str) -> None:
+    """Write ``data.gen_batch_size = 1`` under ``exact_refill``, as verl's ``_init_dataloader`` does: verl reads
+    it back later (the async trainers' warm-up batches), so the recipe's loader must leave the same config."""
+    if exact_refill(config, trainer_mode):
         with open_dict(config):
             config.data.gen_batch_size = 1
-    return int(config.data.get("gen_batch_size", None) or config.data.train_batch_size)
 
 
 def set_training_horizon(trainer, num_seeds: int) -> None:

@@ -8,8 +8,13 @@ the files (the task runner), ``start_attempt``:
 1. moves the existing file aside to ``<stem>.attempt-<k><suffix>`` (k = 1, 2, ...: the file exactly as attempt k
    left it, including the steps it trained after its last checkpoint);
 2. starts the file afresh with the lines of steps <= the step being resumed from (none on a fresh start), so the
-   live file is one duplicate-free history of the run that the checkpoints continue;
-3. for the metrics, verl's ``FileLogger`` is replaced by one that appends, so those lines stay.
+   live file is one duplicate-free history of the run that the checkpoints continue.
+
+verl's ``FileLogger`` opens the metrics file with "wb" when ``fit`` builds its ``Tracking``. So the trainer reads
+the carried-over lines when it is built (``MetricsHistory.read``) and, at its first hook after ``Tracking`` exists
+and before verl logs anything, logs them again through that ``Tracking``, to its ``file`` backend only
+(``MetricsHistory.replay``): same path, same line format, verl's logger untouched. Until then the lines are in the
+live file too, so an attempt that dies before training loses none of them.
 
 A line that does not parse (the last line of an attempt killed mid-write) is dropped from the live file and kept
 in the attempt file.
@@ -105,30 +110,47 @@ def prepare_run_files(config: Any) -> dict[str, Any]:
     if "file" in list(config.trainer.get("logger") or []):
         metrics = file_logger_path(config.trainer.project_name, config.trainer.experiment_name)
         report["metrics_attempt"] = start_attempt(metrics, step)
-        use_appending_file_logger()
     trace = config.heapa.get("trace_file")
     if trace:
         report["trace_attempt"] = start_attempt(trace, step)
     return report
 
 
-def use_appending_file_logger() -> None:
-    """Make verl's ``Tracking`` build its file logger in append mode (it looks the class up when it is built)."""
-    from verl.utils import tracking
+class MetricsHistory:
+    """The metrics lines this attempt continues (see the module docstring): read before verl's ``Tracking``
+    truncates the file, logged again through it once."""
 
-    if getattr(tracking.FileLogger, "appends", False):
-        return
+    def __init__(self, rows: list[tuple[int, Any]]) -> None:
+        self.rows = rows
+        self.replayed = False
 
-    class AppendingFileLogger(tracking.FileLogger):
-        """verl's ``FileLogger`` (same path rules and line format) that keeps what the file already holds."""
+    @classmethod
+    def read(cls, config: Any) -> "MetricsHistory":
+        """The live metrics file's lines (``prepare_run_files`` has cut it at the resumed step); none without the
+        ``file`` logger."""
+        if "file" not in list(config.trainer.get("logger") or []):
+            return cls([])
+        path = Path(file_logger_path(config.trainer.project_name, config.trainer.experiment_name))
+        rows = []
+        if path.exists():
+            with open(path, "rb") as f:
+                for n, line in enumerate(f, 1):
+                    try:
+                        row = json.loads(line)
+                        rows.append((int(row["step"]), row["data"]))
+                    except (ValueError, KeyError, TypeError) as err:
+                        raise ValueError(f"{path}: line {n} is not a metrics record ({err}); the run files are cut "
+                                         "at the start of every attempt, so this file was written by something "
+                                         "else") from err
+        return cls(rows)
 
-        appends = True
-
-        def __init__(self, project_name: str, experiment_name: str) -> None:  # noqa: D107 - replaces "wb"
-            self.project_name, self.experiment_name = project_name, experiment_name
-            self.filepath = file_logger_path(project_name, experiment_name)
-            os.makedirs(os.path.dirname(os.path.abspath(self.filepath)), exist_ok=True)
-            logger.info("metrics (appended) go to %s", os.path.abspath(self.filepath))
-            self.fp = open(self.filepath, "ab", buffering=0)  # noqa: SIM115 - closed by FileLogger.finish
-
-    tracking.FileLogger = AppendingFileLogger
+    def replay(self, tracking: Any) -> int:
+        """Log the lines through verl's ``Tracking`` (its ``file`` backend), once; returns how many."""
+        if self.replayed:
+            return 0
+        self.replayed = True
+        for step, data in self.rows:
+            tracking.log(data=data, step=step, backend=["file"])
+        if self.rows:
+            logger.info("metrics: %d line(s) of earlier attempts logged again", len(self.rows))
+        return len(self.rows)

@@ -1,4 +1,4 @@
-"""Supervised restarts: ``python -m recipe.heapa.ops.supervise --ckpt-dir DIR -- python -m recipe.heapa.main_heapa ...``.
+"""Supervised restarts: ``python -m recipe.heapa.ops.supervise --ckpt-dir DIR -- python -m recipe.heapa.main_heapa``.
 
 A long run on shared nodes loses a Ray worker now and then (a rollout replica killed for memory, a reward worker
 segfault, a lost node) and verl ends the job. The launchers run the trainer under this supervisor, which starts

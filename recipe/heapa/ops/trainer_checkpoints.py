@@ -61,7 +61,7 @@ class RecipeCheckpoints:
                  "augment": self.augment.state_dict() if self.augment else None,
                  "ar3po": self.ar3po.state_dict() if self.ar3po else None,
                  "rollout_cost": self.rollout_cost.state_dict(),
-                 "last_pass_rates": {str(k): v for k, v in self.outcomes.last_pass_rates.items()}, "saved_at": time.time()}
+                 "last_pass_rates": {str(k): v for k, v in self.last_pass_rates.items()}, "saved_at": time.time()}
         tmp = os.path.join(folder, STATE_FILE + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(state, f)
@@ -103,7 +103,7 @@ class RecipeCheckpoints:
             self.ar3po.load_state_dict(state["ar3po"])  # the response bank
         if state.get("rollout_cost") is not None:
             self.rollout_cost.load_state_dict(state["rollout_cost"])
-        self.outcomes.last_pass_rates = {int(k): float(v) for k, v in state.get("last_pass_rates", {}).items()}
+        self.last_pass_rates = {int(k): float(v) for k, v in state.get("last_pass_rates", {}).items()}
         gc.collect()
         gc.freeze()  # the restored pool replaced the frozen one: keep it out of full GC passes too
         logger.info("heapa: resumed pool of %d records at step %d", len(self.train_dataset), self.global_steps)

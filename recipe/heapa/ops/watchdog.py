@@ -59,6 +59,7 @@ class StepWatchdog:
                 self.durations = (self.durations + [now - self._began])[-HISTORY:]
             self._step, self._began, self._reported = step, now, False
             self._stage, self._stage_began = "step_begin", now
+        maybe_hang_for_test(step, self)
 
     def stage(self, name: str) -> None:
         with self._lock:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -31,32 +32,43 @@ from transfer_queue import KVBatchMeta
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl_ext.ar3po import AR3POConfig, ResponseBank, finish_step, group_stats, stage_account, stage_metrics
 
-from recipe.heapa.stages.ar3po_rows import RESPONSE_FIELDS, IncompatibleEntry, bank_payload, build_reused_row, reused_tag
+from recipe.heapa.stages.ar3po_rows import RESPONSE_FIELDS, IncompatibleEntry, bank_payload, build_reused_row, \
+    reused_tag
 from recipe.heapa.step.batch_view import StepBatch, Trajectory
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 
 
+@dataclass
+class ReuseRecord:
+    """What AR3PO did to one step's batch (it lives in the step's context): per record ``[responses generated,
+    correct ones]`` (the trace), the reused rows' keys and records, and the replaced responses (``discarded``:
+    responses, tokens) that were generated and will not be trained."""
+
+    counts: dict[int, list[int]] = field(default_factory=dict)
+    reused_keys: set[str] = field(default_factory=set)
+    reused_records: list[int] = field(default_factory=list)
+    discarded: list[int] = field(default_factory=lambda: [0, 0])
+
+
 class Ar3poStage:
-    """The trainer-side half of AR3PO (see the module docstring); owns the ``ResponseBank``."""
+    """The trainer-side half of AR3PO (see the module docstring); owns the ``ResponseBank``, across steps."""
 
     def __init__(self, config: AR3POConfig, acc_field: str = "acc", with_log_probs: bool = True) -> None:
         self.config = config
         self.bank = ResponseBank(config)
         self.acc_field = acc_field
         self.with_log_probs = with_log_probs
-        self.reused_keys: set[str] = set()
-        self.counts: dict[int, list[int]] = {}  # last step: record id -> [responses generated, passes] (trace)
-        self.reused_records: list[int] = []
         self.incompatible = 0
-        self._discarded = [0, 0]
 
     # ------------------------------------------------------------------------------------------- the batch
-    def on_batch(self, batch: KVBatchMeta, view: StepBatch, step: int) -> tuple[KVBatchMeta, dict[str, float]]:
-        """Account, reuse and bank for the step's batch; returns the batch to train on and ``rollout/*`` scalars.
-        ``view`` is the step's trajectories (``step/batch_view.py``); reused and replaced rows are recorded in it."""
-        self.reused_keys, self.reused_records, self._discarded = set(), [], [0, 0]
+    def on_batch(self, batch: KVBatchMeta, view: StepBatch,
+                 step: int) -> tuple[KVBatchMeta, dict[str, float], ReuseRecord]:
+        """Account, reuse and bank for the step's batch; returns the batch to train on, ``rollout/*`` scalars and
+        what was done. ``view`` is the step's trajectories (``step/batch_view.py``); reused and replaced rows are
+        recorded in it."""
+        record = ReuseRecord()
         groups = view.groups()
         for trajs in groups.values():
             for t in trajs:
@@ -68,14 +80,13 @@ class Ar3poStage:
             logger.warning("AR3PO: a record has two groups in one batch; both are counted, only the first can get a "
                            "reused response")
         accs = {uid: [t.acc for t in trajs] for uid, trajs in groups.items()}  # every group counts
-        self.counts = {}
         for uid, a in accs.items():
-            n, passes = self.counts.setdefault(record_of[uid], [0, 0])
-            self.counts[record_of[uid]] = [n + len(a), passes + sum(self.config.is_correct(x) for x in a)]
+            n, passes = record.counts.setdefault(record_of[uid], [0, 0])
+            record.counts[record_of[uid]] = [n + len(a), passes + sum(self.config.is_correct(x) for x in a)]
         metrics = stage_metrics(stage_account(self.config, accs))
         out = finish_step(accs, self.bank, step, record_of=record_of)
         metrics.update(out.metrics)
-        batch, applied = self._apply(batch, view, groups, out.plans)
+        batch, applied = self._apply(batch, view, groups, out.plans, record)
         for uid in set(out.plans) - applied:
             self.bank.unapplied(out.plans[uid])
         final = {uid: (out.plans[uid].apply(a) if uid in applied else a) for uid, a in accs.items()}
@@ -99,7 +110,7 @@ class Ar3poStage:
             fresh = [payloads[t.key] for t in trajs if t.key in payloads]
             self.bank.put_correct(trajs[0].record_id, fresh, step)
         metrics.update(self.bank.metrics())  # after this step's puts
-        return batch, metrics
+        return batch, metrics, record
 
     def _payloads(self, view: StepBatch, groups: Mapping[str, list[Trajectory]]) -> dict[str, dict[str, Any]]:
         """Bank payloads of the correct single-output sessions (multi-output sessions are not banked)."""
@@ -116,7 +127,7 @@ class Ar3poStage:
                 for i, t in enumerate(correct)}
 
     def _apply(self, batch: KVBatchMeta, view: StepBatch, groups: Mapping[str, list[Trajectory]],
-               plans: Mapping[str, Any]) -> tuple[KVBatchMeta, set[str]]:
+               plans: Mapping[str, Any], record: ReuseRecord) -> tuple[KVBatchMeta, set[str]]:
         """Write each planned reuse (keyed by group uid) as a new session row; ``replace`` drops the row it
         replaces. Returns the batch and the uids whose reuse was applied."""
         if not plans:
@@ -141,18 +152,18 @@ class Ar3poStage:
             view.add([Trajectory(keys[-1], target.uid, session, 0, rid, float(plan.response["acc"]), tags[-1],
                                  dict(plan.response.get("reward_extra_info") or {}))])
             applied.add(uid)
-            self.reused_records.append(rid)
+            record.reused_records.append(rid)
             if plan.mode == "replace":
                 dropped.add(target.key)
-                self._discarded[0] += 1
-                self._discarded[1] += int(target.tag.get("response_len", 0))
+                record.discarded[0] += 1
+                record.discarded[1] += int(target.tag.get("response_len", 0))
         if keys:
             tq.kv_batch_put(keys=keys, partition_id=batch.partition_id, fields=list_of_dict_to_tensordict(rows),
                             tags=tags)
         if dropped:
             tq.kv_clear(keys=sorted(dropped), partition_id=batch.partition_id)
             view.drop(dropped)  # still generated this step: the pool hears about them
-        self.reused_keys = set(keys)
+        record.reused_keys = set(keys)
         kept = [(k, t) for k, t in zip(batch.keys, batch.tags) if k not in dropped]
         return KVBatchMeta(partition_id=batch.partition_id, keys=[k for k, _ in kept] + keys,
                            tags=[t for _, t in kept] + tags, fields=batch.fields, extra_info=batch.extra_info), applied
@@ -166,13 +177,8 @@ class Ar3poStage:
                     "heapa_state.json at %d tokens each; heapa.ar3po.reuse.capacity bounds it)", records, per_prompt,
                     self.bank.capacity, worst_gb, max_response_length)
 
-    def take_discarded(self) -> tuple[int, int]:
-        """Responses (and their tokens) generated this step and dropped by ``replace`` reuse."""
-        out, self._discarded = tuple(self._discarded), [0, 0]
-        return out
-
     # ------------------------------------------------------------------------------------------- the loss
-    def after_advantage(self, batch: KVBatchMeta) -> dict[str, float]:
+    def after_advantage(self, batch: KVBatchMeta, record: ReuseRecord) -> dict[str, float]:
         """Correct and weight the reused rows' advantages (PPO's clipped objective is positively homogeneous in the
         advantage, so a per-token factor >= 0 on it is exactly a per-token loss weight):
 
@@ -181,7 +187,7 @@ class Ar3poStage:
           is the gap between the policy that wrote the response and today's.
         - x ``reuse.weight``.
         Logs their mean advantage before (> 0: pushed toward the stored success) and the correction's size."""
-        keys = [k for k in batch.keys if k in self.reused_keys]
+        keys = [k for k in batch.keys if k in record.reused_keys]
         if not keys:
             return {}
         reuse = self.config.reuse
@@ -205,9 +211,9 @@ class Ar3poStage:
                             fields=TensorDict({"advantages": scaled}, batch_size=len(keys)))
         return metrics
 
-    def in_update(self, batch: KVBatchMeta) -> dict[str, float]:
+    def in_update(self, batch: KVBatchMeta, record: ReuseRecord) -> dict[str, float]:
         """How many reused rows the actor update receives (they reach the loss through verl's own path)."""
-        return {"rollout/reused_in_update": float(sum(k in self.reused_keys for k in batch.keys))}
+        return {"rollout/reused_in_update": float(sum(k in record.reused_keys for k in batch.keys))}
 
     # ------------------------------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import torch
 
 from verl.trainer.ppo.padding_utils import build_padding_position_ids
 
-from recipe.heapa.step.batch_view import REUSED_TAG, parse_key  # noqa: F401  (parse_key: the one definition, re-exported)
+from recipe.heapa.step.batch_view import REUSED_TAG, parse_key  # noqa: F401  (parse_key: re-exported)
 
 RESPONSE_FIELDS = ("responses", "rm_scores", "num_turns")  # the rest of a banked response is in the step view
 

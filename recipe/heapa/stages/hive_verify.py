@@ -176,7 +176,7 @@ class PromptEntropyProbe:
             micro = min(micro, int(self.micro_batch_size))
         return dp * micro, {"use_dynamic_bsz": False, "micro_batch_size_per_gpu": micro}
 
-    def metrics(self) -> dict[str, float]:
+    def close_step(self) -> dict[str, float]:
         """This step's cost and entropy summary; resets the step's counters."""
         ent = np.asarray(self.entropies, dtype=np.float64)
         out = {"hive/verify_s": self.seconds, "hive/verify_tokens": float(self.tokens),

@@ -12,7 +12,7 @@ Scalars (``rollout/*``): ``gen_responses``, ``gen_tokens`` (this step), ``gen_re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from recipe.heapa.step.batch_view import REUSED_TAG
@@ -26,23 +26,17 @@ class RolloutCost:
     def __init__(self) -> None:
         self.total_responses = 0
         self.total_tokens = 0
-        self._discarded = [0, 0]  # this step: responses, tokens
 
-    def discarded(self, responses: int, tokens: int) -> None:
-        """Trajectories generated this step that will not be trained (evicted, surplus, replaced)."""
-        self._discarded[0] += int(responses)
-        self._discarded[1] += int(tokens)
-
-    def close_step(self, tags: Iterable[Mapping[str, Any]], prefix: str = "rollout/") -> dict[str, float]:
-        """Count the trained batch (its TransferQueue tags) plus the step's discarded rows; reset the step."""
+    def close_step(self, tags: Iterable[Mapping[str, Any]], discarded: Sequence[int] = (0, 0),
+                   prefix: str = "rollout/") -> dict[str, float]:
+        """Count the trained batch (its TransferQueue tags) plus the step's ``discarded`` (responses, tokens)."""
         responses = tokens = 0
         for tag in tags:
             if tag.get("is_padding", False) or tag.get(REUSED_TAG, False):
                 continue
             responses += 1
             tokens += int(tag.get("response_len", 0))
-        discarded_responses, discarded_tokens = self._discarded
-        self._discarded = [0, 0]
+        discarded_responses, discarded_tokens = (int(x) for x in discarded)
         responses += discarded_responses
         tokens += discarded_tokens
         self.total_responses += responses

@@ -18,9 +18,9 @@ gives a third of the updates, each over three times the prompts, and padding row
   exactly as in GRPO; padding rows (zero loss mask) never dilute it. ``token-mean`` (the DAPO presets) divides
   by the update's real tokens already; there only the update count changes.
 
-``ActorUpdateTap`` hands the plan to verl's ``_update_actor`` (it replaces only ``mini_batch_size`` and
-``global_batch_size`` in the batch's ``extra_info``, which verl's worker reads) and counts the optimizer steps the
-worker reports (one ``grad_norm`` per step), for every method, as ``update/*`` metrics.
+``actor_overrides`` turns the plan (and ``heapa.update.sequence_mean_over``) into what replaces
+``mini_batch_size`` and ``global_batch_size`` in the batch's ``extra_info``, which verl's worker reads;
+``actor_updates.py`` applies it.
 """
 
 from __future__ import annotations
@@ -116,29 +116,13 @@ def spread_padding(is_padding: Sequence[bool], dp: int, updates: int) -> list[in
     return order
 
 
-class ActorUpdateTap:
-    """The actor worker group for one ``_update_actor`` call: applies the plan's ``extra_info`` (if any) and keeps
-    what the worker reports; every other attribute is the worker group's."""
-
-    def __init__(self, workers, overrides: dict[str, Any] | None = None) -> None:
-        self._workers = workers
-        self._overrides = dict(overrides or {})
-        self.grad_norms: list[float] = []
-
-    def update_actor(self, batch):
-        batch.extra_info.update(self._overrides)
-        output = self._workers.update_actor(batch)
-        norms = output["metrics"].get("grad_norm") if output is not None else None
-        if norms is not None:
-            self.grad_norms = [float(x) for x in (norms if isinstance(norms, list) else [norms])]
-        return output
-
-    def __getattr__(self, name: str):
-        return getattr(self._workers, name)
-
-    def metrics(self) -> dict[str, float]:
-        """``update/optimizer_steps``: optimizer steps the worker ran (one ``grad_norm`` each)."""
-        if not self.grad_norms:
-            return {}
-        return {"update/optimizer_steps": float(len(self.grad_norms)),
-                "update/grad_norm_first": self.grad_norms[0]}
+def actor_overrides(plan: UpdatePlan | None, rows: int, signal_rows: int, sequence_mean_over: str,
+                    mini_batch_rows: int) -> dict[str, Any]:
+    """The ``extra_info`` the step's actor update gets instead of verl's: the plan's (AR3PO), and with
+    ``sequence_mean_over: signal_rows`` a loss divisor of the rows with signal per update. ``rows``: the batch's
+    rows; ``mini_batch_rows``: verl's ``ppo_mini_batch_size x rollout.n``."""
+    overrides = plan.extra_info() if plan is not None else {}
+    if sequence_mean_over == "signal_rows":
+        updates = plan.updates if plan is not None else max(1, rows // mini_batch_rows)
+        overrides["global_batch_size"] = max(1, signal_rows) / updates
+    return overrides

@@ -11,7 +11,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from recipe.heapa import verl_contract
-from recipe.heapa.verl_contract import PRIVATE_NAMES, VerlName, check, gen_batch_size, set_training_horizon
+from recipe.heapa.verl_contract import PRIVATE_NAMES, VerlName, check, gen_batch_size, record_gen_batch_size, \
+    set_training_horizon
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[3] / "recipe" / "heapa" / "config")
 
@@ -59,7 +60,10 @@ def test_restated_rules_match_verls_init_dataloader(tiny_assets, overrides):
         t.config, t.trainer_mode, t.parameter_sync_step = copy.deepcopy(cfg), "sync", 1
     verls.tokenizer, verls.processor = AutoTokenizer.from_pretrained(tiny_assets / "model"), None
     PPOTrainer._init_dataloader(verls)
+    before = copy.deepcopy(ours.config)
     assert gen_batch_size(ours.config, ours.trainer_mode) == verls.train_dataloader.batch_size
+    assert ours.config == before  # asking is pure
+    record_gen_batch_size(ours.config, ours.trainer_mode)
     set_training_horizon(ours, len(verls.train_dataset))
     assert ours.config.data.get("gen_batch_size") == verls.config.data.get("gen_batch_size")
     assert (ours.steps_per_epoch, ours.total_training_steps) == (verls.steps_per_epoch, verls.total_training_steps)

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from recipe.heapa.ops.run_files import attempt_files, prepare_run_files, resumed_step, start_attempt, \
-    use_appending_file_logger
+from recipe.heapa.ops.run_files import MetricsHistory, attempt_files, prepare_run_files, resumed_step, start_attempt
 
 
 def _lines(path: Path) -> list[dict]:
@@ -20,7 +19,7 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _write_steps(path: Path, steps, torn: bool = False) -> None:
-    text = "".join(json.dumps({"step": s, "data": {"x": s}}) + "\n" for s in steps)
+    text = "".join(json.dumps({"step": s, "data": {"x": s}}, separators=(",", ":")) + "\n" for s in steps)  # verl's format
     path.write_text(text + ('{"step": 9, "da' if torn else ""))
 
 
@@ -63,7 +62,6 @@ def test_each_attempt_is_kept_and_the_live_file_continues_the_resumed_history(tm
 def test_prepare_run_files_handles_metrics_and_trace(tmp_path, monkeypatch):
     from verl.utils import tracking
 
-    monkeypatch.setattr(tracking, "FileLogger", tracking.FileLogger)  # restored after the test
     metrics, trace, ckpt = tmp_path / "m.jsonl", tmp_path / "trace.jsonl", tmp_path / "ckpt"
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(metrics))
     _write_steps(metrics, [0, 1, 2, 3])
@@ -79,26 +77,32 @@ def test_prepare_run_files_handles_metrics_and_trace(tmp_path, monkeypatch):
     assert report["metrics_attempt"].name == "m.attempt-1.jsonl" and report["trace_attempt"].name == \
         "trace.attempt-1.jsonl"
     assert [r["step"] for r in _lines(trace)] == [1, 2]
-    # verl's Tracking now appends: the carried-over lines stay, the new step follows them
+    assert [r["step"] for r in _lines(metrics)] == [0, 1, 2]  # kept in the live file until verl truncates it
+    kept = metrics.read_bytes()
+    # the trainer: read when built; verl's Tracking truncates the file; replayed before verl logs
+    history = MetricsHistory.read(config)
     tracker = tracking.Tracking(project_name="p", experiment_name="e", default_backend=["file"])
+    assert metrics.read_bytes() == b""
+    assert history.replay(tracker) == 3 and history.replay(tracker) == 0  # once
     tracker.log({"y": 1.0}, step=3)
     tracker.finish()
+    assert metrics.read_bytes().startswith(kept)  # byte for byte
     assert [r["step"] for r in _lines(metrics)] == [0, 1, 2, 3] and _lines(metrics)[-1]["data"] == {"y": 1.0}
 
 
-def test_appending_logger_keeps_verls_default_path(tmp_path, monkeypatch):
-    from verl.utils import tracking
-
-    monkeypatch.setattr(tracking, "FileLogger", tracking.FileLogger)
+def test_history_follows_verls_default_path_and_the_file_logger_switch(tmp_path, monkeypatch):
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
     monkeypatch.setenv("VERL_FILE_LOGGER_ROOT", str(tmp_path))
-    use_appending_file_logger()
-    use_appending_file_logger()  # idempotent
-    for value in (1, 2):
-        logger = tracking.FileLogger("proj", "exp")
-        logger.log({"v": value}, step=value)
-        logger.finish()
-    assert [r["data"]["v"] for r in _lines(tmp_path / "proj" / "exp.jsonl")] == [1, 2]
+    (tmp_path / "proj").mkdir()
+    _write_steps(tmp_path / "proj" / "exp.jsonl", [1, 2])
+    trainer = {"project_name": "proj", "experiment_name": "exp"}
+    on = OmegaConf.create({"trainer": {**trainer, "logger": ["console", "file"]}})
+    assert [s for s, _ in MetricsHistory.read(on).rows] == [1, 2]
+    off = OmegaConf.create({"trainer": {**trainer, "logger": ["console"]}})
+    assert MetricsHistory.read(off).rows == []
+    (tmp_path / "proj" / "exp.jsonl").write_text("not json\n")
+    with pytest.raises(ValueError, match=r"exp\.jsonl: line 1"):
+        MetricsHistory.read(on)
 
 
 @pytest.mark.parametrize("name", ["trace.jsonl", "trace"])

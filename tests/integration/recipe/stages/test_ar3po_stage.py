@@ -107,7 +107,8 @@ VIEWS: list[StepBatch] = []
 
 
 def _on_batch(stage, batch, step):
-    """What the trainer does: read the step's view once, hand it to AR3PO with the batch."""
+    """What the trainer does: read the step's view once, hand it to AR3PO with the batch; returns the batch,
+    the scalars and what AR3PO did (the step context's ``reuse``)."""
     view = StepBatch.read(batch.keys, batch.tags, batch.partition_id)
     VIEWS.append(view)
     return stage.on_batch(batch, view, step)
@@ -124,17 +125,17 @@ def test_an_all_wrong_group_gets_the_banked_success_as_a_new_session(tq, mode):
     stage = _stage(mode)
     # step 1: record 7 solved (one correct of two); record 8 easy
     batch = _step(tq, {"u1": (7, [([11, 12, 13], 0.0), ([21, 22], 1.0)]), "u2": (8, [([5], 1.0), ([6], 1.0)])}, 1)
-    out, m = _on_batch(stage, batch, step=1)
+    out, m, rec = _on_batch(stage, batch, step=1)
     assert out.keys == batch.keys and m["rollout/reused"] == 0 and m["rollout/bank_size"] == 2
-    assert stage.counts == {7: [2, 1], 8: [2, 2]}
+    assert rec.counts == {7: [2, 1], 8: [2, 2]}
     # step 2: record 7 all wrong over two stages (4 responses); record 8 still easy
     wrong = [([30 + i, 40], 0.0) for i in range(4)]
     batch = _step(tq, {"v1": (7, wrong), "v2": (8, [([5], 1.0), ([6], 1.0)])}, 2)
-    out, m = _on_batch(stage, batch, step=2)
+    out, m, rec = _on_batch(stage, batch, step=2)
     assert m["rollout/reused"] == 1 and m["rollout/plan_mismatch"] == 0 and m["rollout/stages_used"] == 2
     assert m["rollout/zero_adv_before"] == 1.0 and m["rollout/zero_adv_after"] == 0.5
     new_key = "v1_4_0"
-    assert stage.reused_keys == {new_key} and stage.reused_records == [7]
+    assert rec.reused_keys == {new_key} and rec.reused_records == [7]
     row, tag = tq.rows[new_key], tq.tags[new_key]
     assert row["responses"].tolist() == [21, 22] and row["input_ids"].tolist() == PROMPT + [21, 22]
     assert row["rm_scores"].tolist() == [0.0, 1.0] and row["position_ids"].tolist() == list(range(len(PROMPT) + 2))
@@ -145,27 +146,27 @@ def test_an_all_wrong_group_gets_the_banked_success_as_a_new_session(tq, mode):
     replaced = "v1_3_0"  # the last of the equally wrong responses
     if mode == "replace":
         assert replaced not in out.keys and replaced not in tq.rows and len(out.keys) == len(batch.keys)
-        assert stage.take_discarded() == (1, 2)
+        assert tuple(rec.discarded) == (1, 2)
     else:
         assert replaced in out.keys and len(out.keys) == len(batch.keys) + 1
-        assert stage.take_discarded() == (0, 0)
+        assert tuple(rec.discarded) == (0, 0)
     view = VIEWS[-1]  # the pool hears about generated rows only, the replaced one included; never the reused one
     assert [t.key for t in view.generated()] == batch.keys
     assert view.outcomes() == {7: (0, 4), 8: (2, 2)}
     assert {t.key for t in view.rows if t.reused} == {new_key}
-    assert stage.in_update(out) == {"rollout/reused_in_update": 1.0}
+    assert stage.in_update(out, rec) == {"rollout/reused_in_update": 1.0}
 
 
 def test_reuse_weight_scales_only_reused_advantages(tq):
     stage = _stage(weight=0.25)
     _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
-    out, _ = _on_batch(stage, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    out, _, rec = _on_batch(stage, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
     for i, key in enumerate(out.keys):
         tq.rows[key]["advantages"] = torch.full((tq.rows[key]["responses"].numel(),), 0.8 if key in
-                                                stage.reused_keys else -0.2)
-    m = stage.after_advantage(out)
+                                                rec.reused_keys else -0.2)
+    m = stage.after_advantage(out, rec)
     assert m["rollout/reused_adv_mean"] == pytest.approx(0.8)  # measured before the weight applies
-    reused = next(iter(stage.reused_keys))
+    reused = next(iter(rec.reused_keys))
     assert tq.rows[reused]["advantages"].tolist() == pytest.approx([0.2])
     assert all(tq.rows[k]["advantages"].tolist() == pytest.approx([-0.2]) for k in out.keys if k != reused)
 
@@ -173,15 +174,15 @@ def test_reuse_weight_scales_only_reused_advantages(tq):
 def test_tis_corrects_reused_advantages_by_the_capped_policy_ratio(tq):
     stage = _stage(weight=0.5, correction="tis")
     _on_batch(stage, _step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)  # banked log-probs [-.1, -.2]
-    out, _ = _on_batch(stage, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
-    reused = next(iter(stage.reused_keys))
+    out, _, rec = _on_batch(stage, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    reused = next(iter(rec.reused_keys))
     for key in out.keys:
         n = tq.rows[key]["responses"].numel()
         tq.rows[key]["advantages"] = torch.full((n,), 0.8 if key == reused else -0.2)
         tq.rows[key]["old_log_probs"] = torch.zeros(n)
     # today's policy: the first token 1.5x as likely as when it was written, the second 5x (capped at 2)
     tq.rows[reused]["old_log_probs"] = torch.tensor([-0.1 + math.log(1.5), -0.2 + math.log(5.0)])
-    m = stage.after_advantage(out)
+    m = stage.after_advantage(out, rec)
     assert tq.rows[reused]["advantages"].tolist() == pytest.approx([0.8 * 0.5 * 1.5, 0.8 * 0.5 * 2.0])
     assert all(tq.rows[k]["advantages"].tolist() == pytest.approx([-0.2]) for k in out.keys if k != reused)
     assert m["rollout/reused_is_weight_mean"] == pytest.approx(1.75)
@@ -194,10 +195,10 @@ def test_every_group_is_counted_and_metrics_count_applied_reuses(tq):
     _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
     # record 7 twice in one batch (a reinserted record), both groups all wrong; record 9 all wrong, nothing banked
     wrong = [([30 + i], 0.0) for i in range(4)]
-    out, m = _on_batch(stage, _step(tq, {"a": (7, wrong), "b": (7, wrong), "c": (9, wrong)}, 4), step=4)
-    assert stage.counts == {7: [8, 0], 9: [4, 0]}  # both groups of record 7 accounted
+    out, m, rec = _on_batch(stage, _step(tq, {"a": (7, wrong), "b": (7, wrong), "c": (9, wrong)}, 4), step=4)
+    assert rec.counts == {7: [8, 0], 9: [4, 0]}  # both groups of record 7 accounted
     assert m["rollout/responses_total"] == 12 and m["rollout/all_wrong_frac"] == 1.0
-    assert m["rollout/reused"] == 1 and stage.reused_records == [7]  # one stored response, used once
+    assert m["rollout/reused"] == 1 and rec.reused_records == [7]  # one stored response, used once
     assert m["rollout/reuse_hit_rate"] == pytest.approx(1 / 3) and m["rollout/reused_frac"] == pytest.approx(1 / 3)
     assert m["rollout/reused_age_mean"] == 3.0 and m["rollout/bank_age_max"] == 3.0
     assert m["rollout/score_generated_mean"] == 0.0 and m["rollout/score_trained_mean"] == pytest.approx(1 / 12)
@@ -209,7 +210,7 @@ def test_an_unapplied_reuse_is_not_counted(tq):
     _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
     entries = stage.bank._store[7]
     entries[-1]["rollout_log_probs"] = None  # e.g. stored before calculate_log_probs was switched on
-    out, m = _on_batch(stage, _step(tq, {"v": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    out, m, rec = _on_batch(stage, _step(tq, {"v": (7, [([3], 0.0)] * 4)}, 2), step=2)
     assert m["rollout/reused"] == 0 and m["rollout/reuse_incompatible_total"] == 1
     assert m["rollout/bank_reused_total"] == 0.0
 
@@ -219,8 +220,8 @@ def test_bank_survives_a_json_checkpoint(tq):
     _on_batch(stage, _step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)
     restored = _stage()
     restored.load_state_dict(json.loads(json.dumps(stage.state_dict())))
-    out, m = _on_batch(restored, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 5), step=5)
-    assert m["rollout/reused"] == 1 and tq.rows[next(iter(restored.reused_keys))]["responses"].tolist() == [1, 2]
+    out, m, rec = _on_batch(restored, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 5), step=5)
+    assert m["rollout/reused"] == 1 and tq.rows[next(iter(rec.reused_keys))]["responses"].tolist() == [1, 2]
 
 
 def test_reused_rows_stack_with_verl_rows_and_incompatible_entries_are_refused():

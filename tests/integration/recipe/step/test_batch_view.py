@@ -61,28 +61,42 @@ def test_key_rule():
     assert parse_key("a_b_3_12") == ("a_b", 3, 12) and parse_key("abc") is None and parse_key("a_x_1") is None
 
 
-def test_step_outcomes_owns_both_routes_and_resets_each_step(fake):
+def test_one_step_context_owns_both_routes_and_the_next_step_starts_afresh(fake):
     from types import SimpleNamespace
 
+    from recipe.heapa.step.context import StepContext
     from recipe.heapa.step.outcomes import StepOutcomes
+    from recipe.heapa.step.replay_buffer import Eviction
+    from recipe.heapa.trainer import HeapaTrainer
 
     fed = []
 
-    def feed(outcomes):
-        fed.append(dict(outcomes))
-        return SimpleNamespace(pass_rates={k: p / n for k, (p, n) in outcomes.items()},
-                               metrics=lambda: {"feedback/n_records": float(len(outcomes))})
+    class Sampler:
+        def on_feedback(self, outcomes, step):
+            fed.append((step, dict(outcomes)))
+            return SimpleNamespace(pass_rates={k: p / n for k, (p, n) in outcomes.items()},
+                                   metrics=lambda: {"feedback/n_records": float(len(outcomes))})
 
-    owner = StepOutcomes(feed)
-    owner.evicted({5: (0, 4)})  # DAPO evicted an all-wrong group mid-step
-    owner.reward_infos.append({"acc": 0.0, "timeout": True})
-    owner.trained(StepBatch.read(["u_0_0", "u_1_0"], [{}, {}], "train"), threshold=0.5)
-    assert fed == [{5: (0, 4)}, {3: (1, 2)}]
-    assert owner.last_pass_rates == {5: 0.0, 3: 0.5} and owner.records() == [3, 5]
-    metrics = owner.close()
+    trainer = SimpleNamespace(ctx=None)
+    evict = Eviction({5: (0, 4)}, [{"acc": 0.0, "timeout": True}], (4, 40))  # DAPO evicted an all-wrong group
+    with pytest.raises(RuntimeError, match="outside a step"):
+        HeapaTrainer._on_eviction(trainer, evict)
+    ctx = trainer.ctx = StepContext(7, StepOutcomes(Sampler(), 7))
+    HeapaTrainer._on_eviction(trainer, evict)
+    with pytest.raises(RuntimeError, match="never saw the sampled batch"):
+        ctx.take_view()
+    ctx.view = StepBatch.read(["u_0_0", "u_1_0"], [{}, {}], "train")
+    ctx.outcomes.trained(ctx.take_view(), threshold=0.5)
+    assert fed == [(7, {5: (0, 4)}), (7, {3: (1, 2)})] and ctx.discarded == [4, 40]
+    assert ctx.outcomes.pass_rates() == {5: 0.0, 3: 0.5} and ctx.outcomes.records() == [3, 5]
+    metrics = ctx.outcomes.metrics()
     assert metrics["feedback/evicted_groups_fed_back"] == 1.0 and metrics["feedback/n_records"] == 1.0
     assert metrics["reward/timeouts"] == 1.0
-    assert owner.records() == [] and owner.reward_infos == [] and owner.last_pass_rates == {5: 0.0, 3: 0.5}
+    ctx.close()
+    with pytest.raises(RuntimeError, match="closed twice"):
+        ctx.close()
+    nxt = StepContext(8, StepOutcomes(Sampler(), 8))  # nothing carried over by hand
+    assert nxt.outcomes.records() == [] and nxt.discarded == [0, 0] and nxt.view is None
 
 
 def test_stable_order_sorts_by_record_session_output(fake):

@@ -22,7 +22,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from recipe.heapa.step.update_plan import ActorUpdateTap, Batching, plan_update, spread_padding
+from recipe.heapa.step.actor_updates import ActorWorkers
+from recipe.heapa.step.update_plan import Batching, actor_overrides, plan_update, spread_padding
 from verl.trainer.ppo.core_algos import agg_loss
 from verl.utils import tensordict_utils as tu
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
@@ -165,9 +166,10 @@ def test_padding_only_to_what_batching_needs():
     assert plan.global_batch_size == pytest.approx(2903 / 32)
 
 
-def test_tap_applies_the_plan_and_counts_optimizer_steps():
+def test_the_actor_workers_apply_the_overrides_and_count_optimizer_steps():
     class Workers:
         label = "actor"
+        workers = ["ray actor 0"]  # verl reads the group's own `workers` through the wrapper
 
         def __init__(self):
             self.seen = None
@@ -180,11 +182,24 @@ def test_tap_applies_the_plan_and_counts_optimizer_steps():
         extra_info = {"mini_batch_size": 128, "global_batch_size": 128, "epochs": 1}
 
     workers = Workers()
-    tap = ActorUpdateTap(workers, {"mini_batch_size": 64, "global_batch_size": 48})
-    tap.update_actor(Meta())
+    actor = ActorWorkers(workers)
+    with actor.applying({"mini_batch_size": 64, "global_batch_size": 48}) as report:
+        actor.update_actor(Meta())
     assert workers.seen == {"mini_batch_size": 64, "global_batch_size": 48, "epochs": 1}
-    assert tap.label == "actor"  # everything else is the worker group's
-    assert tap.metrics() == {"update/optimizer_steps": 3.0, "update/grad_norm_first": 0.5}
+    assert actor.label == "actor" and actor.workers == ["ray actor 0"]  # everything else is the worker group's
+    assert report.metrics() == {"update/optimizer_steps": 3.0, "update/grad_norm_first": 0.5}
+    meta = Meta()
+    meta.extra_info = {"mini_batch_size": 128, "global_batch_size": 128}
+    actor.update_actor(meta)  # outside `applying`: verl's values, nothing reported
+    assert workers.seen == {"mini_batch_size": 128, "global_batch_size": 128}
+
+
+def test_the_actor_overrides_follow_the_plan_and_the_signal_rows():
+    plan = plan_update(48, 16, Batching(dp=1, mini_batch_prompts=4, actor_micro=None))
+    assert actor_overrides(None, 128, 40, "all_rows", 64) == {}
+    assert actor_overrides(plan, 128, 40, "all_rows", 64) == plan.extra_info()
+    assert actor_overrides(None, 128, 40, "signal_rows", 64) == {"global_batch_size": 20.0}  # 40 rows over 2 updates
+    assert actor_overrides(plan, 128, 0, "signal_rows", 64)["global_batch_size"] == 1 / plan.updates
 
 
 def test_bad_input_is_refused():
