@@ -43,37 +43,68 @@ class VerlName:
 TRAINER = "verl.trainer.ppo.v1.trainer_sync"
 BASE = "verl.trainer.ppo.v1.trainer_base"
 BUFFER = "verl.trainer.ppo.v1.replay_buffer"
+AGENT_TQ = "verl.trainer.ppo.v1.agent_loop_tq"
+AGENT = "verl.experimental.agent_loop.agent_loop"
+WORKER_TQ = "AgentLoopWorkerTQ.__ray_actor_class__"  # verl wraps the class with ray.remote
+REPLICA = "verl.workers.rollout.replica"
 PRIVATE_NAMES: tuple[VerlName, ...] = (
-    VerlName(TRAINER, "PPOTrainerSync._build_replay_buffer", ("self",), used_by="trainer: poll interval, evictions"),
+    # the trainer's hooks (trainer.py, trainer_setup.py, ops/trainer_checkpoints.py)
+    VerlName(TRAINER, "PPOTrainerSync._build_replay_buffer", ("self",), used_by="trainer_setup: evictions"),
     VerlName(BASE, "PPOTrainer._resolve_filter_groups_metric", ("self",), used_by="replay_buffer_filter_kwargs"),
-    VerlName(TRAINER, "PPOTrainerSync._init_dataloader", ("self",), used_by="trainer: the pool as the dataset"),
+    VerlName(TRAINER, "PPOTrainerSync._init_dataloader", ("self",), used_by="trainer_setup: the pool as dataset"),
     VerlName(TRAINER, "PPOTrainerSync._balance_batch", ("self", "batch", "metrics", "logging_prefix",
-                                                        "keep_minibatch"), used_by="trainer: AR3PO reuse"),
+                                                        "keep_minibatch"), used_by="trainer: the view, AR3PO reuse"),
     VerlName(TRAINER, "PPOTrainerSync._compute_advantage", ("self", "batch", "metrics"),
              used_by="trainer: AR3PO weights, diag/*"),
-    VerlName(TRAINER, "PPOTrainerSync._update_actor", ("self", "batch", "metrics"), used_by="trainer: AR3PO"),
+    VerlName(TRAINER, "PPOTrainerSync._update_actor", ("self", "batch", "metrics"), used_by="trainer: the plan"),
     VerlName(BASE, "PPOTrainer._get_required_batch_multiple", ("self", "dp_size"),
              used_by="trainer: AR3PO's padding (step/update_plan.py)"),
+    VerlName(BASE, "PPOTrainer._validate", ("self",), used_by="trainer: the watchdog's validation stage"),
+    VerlName(TRAINER, "PPOTrainerSync._save_checkpoint", ("self",), used_by="trainer_checkpoints: pool, state"),
+    VerlName(TRAINER, "PPOTrainerSync._load_checkpoint", ("self",), used_by="trainer_checkpoints: pool, state"),
     VerlName("verl.workers.engine_workers", "TrainingWorker.train_mini_batch", ("self", "data"),
              used_by="update_plan: reads extra_info mini_batch_size (and global_batch_size, for the loss)"),
-    VerlName(TRAINER, "PPOTrainerSync._save_checkpoint", ("self",), used_by="trainer: pool file, recipe state"),
-    VerlName(TRAINER, "PPOTrainerSync._load_checkpoint", ("self",), used_by="trainer: pool file, recipe state"),
-    VerlName(BASE, "PPOTrainer.__init__", attr="parameter_sync_step", used_by="set_training_horizon"),
-    VerlName(BASE, "PPOTrainer.__init__", attr="trainer_mode", used_by="gen_batch_size"),
-    VerlName(BASE, "PPOTrainer._init_dataloader", attr="train_dataloader_it", used_by="trainer: resume"),
+    # the replay buffer (step/replay_buffer.py)
     VerlName(BUFFER, "ReplayBuffer._clear_groups", ("self", "partition_id", "uids"),
              used_by="replay_buffer: evicted groups"),
     VerlName(BUFFER, "ReplayBuffer.__init__", attr="partitions", used_by="replay_buffer"),
     VerlName(BUFFER, "ReplayBuffer.__init__", attr="finished_keys", used_by="replay_buffer"),
-    VerlName(BUFFER, "ReplayBuffer.__init__", attr="poll_interval", used_by="trainer: heapa.poll_interval_s"),
+    # the actor worker group (actor_dp_size)
     VerlName("verl.single_controller.base.worker", "Worker._query_dispatch_info", ("self", "mesh_name"),
              used_by="actor_dp_size"),
     VerlName("verl.single_controller.base.worker_group", "WorkerGroup.__init__", attr="_dispatch_info",
              used_by="actor_dp_size"),
     VerlName("verl.single_controller.base.decorator", "dispatch_lazy_compute_data_proto",
              ("mesh_name", "worker_group"), used_by="actor_dp_size: the same lookup (max rank + 1)"),
-    VerlName("verl.utils.tracking", "FileLogger.__init__", ("self", "project_name", "experiment_name"),
-             used_by="run_files: the appending file logger"),
+    # AR3PO's staged agent loop (verl_ext/adapters/ar3po_agent_loop.py)
+    VerlName(AGENT_TQ, f"{WORKER_TQ}._run_prompt", ("self", "prompt", "sampling_params", "trajectory", "trace"),
+             used_by="ar3po_agent_loop: one prompt's stages"),
+    VerlName(AGENT_TQ, f"{WORKER_TQ}._agent_loop_postprocess", ("self", "output", "validate"),
+             used_by="ar3po_agent_loop: each trajectory's reward, as it finishes"),
+    VerlName(AGENT, "AgentLoopWorker._run_agent_loop", ("self", "sampling_params", "trajectory"),
+             used_by="ar3po_agent_loop: one session (agent_name, trace, session_id and the prompt by keyword)"),
+    # the CPU rollout (verl_ext/cpu)
+    VerlName("verl.workers.rollout.base", "_ROLLOUT_REGISTRY", used_by="verl_ext.cpu: the hf rollout registered "
+             "(verl has no register function for BaseRollout)"),
+    VerlName(REPLICA, "RolloutReplica.__init__", attr="_server_handle", used_by="cpu/hf_rollout: HFReplica"),
+    VerlName(REPLICA, "RolloutReplica.__init__", attr="_server_address", used_by="cpu/hf_rollout: HFReplica"),
+)
+
+# Internals without a leading underscore: set by verl in one method and read by the recipe elsewhere, or passed
+# to a constructor verl does not document.
+NON_PRIVATE_NAMES: tuple[VerlName, ...] = (
+    VerlName(BASE, "PPOTrainer.__init__", attr="parameter_sync_step", used_by="set_training_horizon"),
+    VerlName(BASE, "PPOTrainer.__init__", attr="trainer_mode", used_by="gen_batch_size, trainer_setup"),
+    VerlName(BASE, "PPOTrainer._init_dataloader", attr="train_dataloader_it", used_by="trainer: resume"),
+    VerlName(BASE, "PPOTrainer.fit", attr="timing_raw", used_by="trainer: AR3PO and diagnostics timers in hooks"),
+    VerlName(BASE, "PPOTrainer.fit", attr="logger", used_by="trainer: the metrics history logged again"),
+    VerlName("verl.utils.tracking", "Tracking.log", ("self", "data", "step", "backend"),
+             used_by="ops/run_files: MetricsHistory.replay (the file backend only)"),
+    VerlName(BUFFER, "ReplayBuffer.__init__", ("self", "trainer_mode", "trainer_config", "max_off_policy_threshold",
+                                               "max_off_policy_strategy", "sampler_kwargs", "poll_interval"),
+             used_by="replay_buffer: heapa.poll_interval_s through the constructor"),
+    VerlName(AGENT_TQ, "AgentLoopManagerTQ.__init__", attr="agent_loop_workers_class",
+             used_by="ar3po_agent_loop: the staged workers"),
 )
 
 
@@ -103,7 +134,7 @@ def check(name: VerlName) -> str | None:
 
 
 def problems() -> list[str]:
-    return [p for p in map(check, PRIVATE_NAMES) if p is not None]
+    return [p for p in map(check, PRIVATE_NAMES + NON_PRIVATE_NAMES) if p is not None]
 
 
 def actor_dp_size(worker_group) -> int:

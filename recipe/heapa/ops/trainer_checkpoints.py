@@ -56,6 +56,17 @@ class RecipeCheckpoints:
         self.watchdog.stage("checkpoint")
         self._saved_step = self.global_steps
         folder = self._step_folder()
+        self._write_recipe_state(folder)
+        self.train_dataset.checkpoint_dir = folder  # the pool goes to its own file there, data.pt keeps a reference
+        try:
+            super()._save_checkpoint()
+        finally:
+            self.train_dataset.checkpoint_dir = None
+        write_manifest(folder)  # complete only now; the next start checks it (checkpoint_manifest.py)
+        prune(os.path.dirname(folder), self.config.trainer.get("max_actor_ckpt_to_keep", None))
+
+    def _write_recipe_state(self, folder: str) -> None:
+        """``heapa_state.json``: every recipe stage's state, written atomically."""
         os.makedirs(folder, exist_ok=True)
         state = {"schema_version": STATE_VERSION, "lineage": self.lineage.state_dict() if self.lineage else None,
                  "augment": self.augment.state_dict() if self.augment else None,
@@ -66,13 +77,6 @@ class RecipeCheckpoints:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(state, f)
         os.replace(tmp, os.path.join(folder, STATE_FILE))
-        self.train_dataset.checkpoint_dir = folder  # the pool goes to its own file there, data.pt keeps a reference
-        try:
-            super()._save_checkpoint()
-        finally:
-            self.train_dataset.checkpoint_dir = None
-        write_manifest(folder)  # complete only now; the next start checks it (ops/checkpoint_manifest.py)
-        prune(os.path.dirname(folder), self.config.trainer.get("max_actor_ckpt_to_keep", None))
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
@@ -81,6 +85,13 @@ class RecipeCheckpoints:
         folder = self._step_folder()
         if self.config.trainer.resume_mode == "resume_path":  # the folder verl just loaded the actor from
             folder = os.path.abspath(self.config.trainer.resume_from_path)
+        self._restore_pool(folder)
+        self._load_recipe_state(os.path.join(folder, STATE_FILE))
+        gc.collect()
+        gc.freeze()  # the restored pool replaced the frozen one: keep it out of full GC passes too
+        logger.info("heapa: resumed pool of %d records at step %d", len(self.train_dataset), self.global_steps)
+
+    def _restore_pool(self, folder: str) -> None:
         # torchdata restores the dataset/sampler only when an iterator is created: do it before anything reads
         # the pool, so the restored pool is the one every later stage sees. The pool file is read from `folder`.
         self.train_dataset.checkpoint_dir = folder
@@ -88,7 +99,8 @@ class RecipeCheckpoints:
             self.train_dataloader_it = iter(self.train_dataloader)
         finally:
             self.train_dataset.checkpoint_dir = None
-        path = os.path.join(folder, STATE_FILE)
+
+    def _load_recipe_state(self, path: str) -> None:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path} is missing: the checkpoint was not written by the heapa recipe")
         with open(path, encoding="utf-8") as f:
@@ -104,6 +116,3 @@ class RecipeCheckpoints:
         if state.get("rollout_cost") is not None:
             self.rollout_cost.load_state_dict(state["rollout_cost"])
         self.last_pass_rates = {int(k): float(v) for k, v in state.get("last_pass_rates", {}).items()}
-        gc.collect()
-        gc.freeze()  # the restored pool replaced the frozen one: keep it out of full GC passes too
-        logger.info("heapa: resumed pool of %d records at step %d", len(self.train_dataset), self.global_steps)

@@ -11,13 +11,13 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from recipe.heapa import verl_contract
-from recipe.heapa.verl_contract import PRIVATE_NAMES, VerlName, check, gen_batch_size, record_gen_batch_size, \
+from recipe.heapa.verl_contract import NON_PRIVATE_NAMES, PRIVATE_NAMES, VerlName, check, gen_batch_size, record_gen_batch_size, \
     set_training_horizon
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[3] / "recipe" / "heapa" / "config")
 
 
-@pytest.mark.parametrize("name", PRIVATE_NAMES, ids=lambda n: n.symbol)
+@pytest.mark.parametrize("name", PRIVATE_NAMES + NON_PRIVATE_NAMES, ids=lambda n: n.symbol)
 def test_every_private_verl_name_is_still_there(name):
     assert check(name) is None
 
