@@ -1,5 +1,5 @@
 """The package's import graph: no cycles (lazy, function-level imports included), and the pure core imports no
-verl, ray or torch (DESIGN.md: verl_ext/{pool,selection,augment,rollout,reward,sim} are framework-free)."""
+verl, ray or torch (docs/architecture.md: the core packages are framework-free)."""
 
 from __future__ import annotations
 

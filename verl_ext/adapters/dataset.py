@@ -30,6 +30,7 @@ from verl_ext.adapters._config import as_dict
 from verl_ext.adapters.pool_file import read_pool_file, write_pool_file
 from verl_ext.adapters.rows import RowFormat, SeedRows, as_messages, load_rows, to_verl_row
 from verl_ext.pool import PoolConfig, QueryPool
+from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
 
@@ -147,9 +148,7 @@ class PoolDataset(Dataset):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the pool in place (objects holding the pool keep seeing the restored one)."""
-        if state.get("schema_version") not in (1, STATE_SCHEMA_VERSION):
-            raise ValueError(f"PoolDataset state has schema_version {state.get('schema_version')!r}; this code "
-                             f"reads 1 and {STATE_SCHEMA_VERSION}")
+        check_schema(state, "PoolDataset", 1, STATE_SCHEMA_VERSION)
         if self._pool is None:
             self._pending = None  # the checkpoint holds the seeds already
             self._pool = QueryPool(self.pool_config, seed=self.pool_seed)

@@ -30,6 +30,7 @@ from torch.utils.data import Sampler
 from verl_ext.adapters.feedback import record_id
 from verl_ext.pool import FeedbackSummary, QueryPool
 from verl_ext.selection import Strategy, build_strategy
+from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
 
@@ -197,9 +198,7 @@ class PoolBatchSampler(Sampler[list[int]]):
                 "selections": self._selections, "short_selections": self._short_selections}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if state.get("schema_version") != STATE_SCHEMA_VERSION:
-            raise ValueError(f"PoolBatchSampler state has schema_version {state.get('schema_version')!r}; this "
-                             f"code reads {STATE_SCHEMA_VERSION}")
+        check_schema(state, "PoolBatchSampler", STATE_SCHEMA_VERSION)
         for name in ("train_batch_size", "gen_batch_size"):
             if state[name] != getattr(self, name):
                 logger.warning("%s changed on resume: %s -> %s", name, state[name], getattr(self, name))

@@ -20,6 +20,7 @@ from typing import Any
 
 from verl_ext.ar3po.config import AR3POConfig
 from verl_ext.ar3po.stats import check_accs
+from verl_ext.state_schema import check_schema
 
 SCHEMA_VERSION = 1
 COUNTERS = ("put", "duplicates", "replaced", "evicted", "evicted_prompts", "reused", "miss", "stale")
@@ -265,9 +266,7 @@ class ResponseBank:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a snapshot; if the current capacities are smaller, the excess is trimmed and counted."""
-        version = state.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"ResponseBank state schema_version {version!r}; this code reads {SCHEMA_VERSION}")
+        check_schema(state, "ResponseBank", SCHEMA_VERSION)
         counters = state["counters"]
         unknown = sorted(set(counters) - set(COUNTERS))
         if unknown:

@@ -25,6 +25,7 @@ from typing import Any
 
 from verl_ext.ar3po.config import AR3POConfig
 from verl_ext.ar3po.stats import check_accs, group_stats
+from verl_ext.state_schema import check_schema
 
 SCHEMA_VERSION = 1
 
@@ -201,9 +202,7 @@ class StagePlanner:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        version = state.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"StagePlanner state schema_version {version!r}; this code reads {SCHEMA_VERSION}")
+        check_schema(state, "StagePlanner", SCHEMA_VERSION)
         order = list(state["order"])
         accs = state["accs"]
         if len(accs) != len(order) or len(set(order)) != len(order):

@@ -23,6 +23,7 @@ from verl_ext.augment.parser import (
     Rejection,
     parse_candidate,
 )
+from verl_ext.state_schema import check_schema
 
 REASON_TOO_LONG = "too_long"
 REASON_COPY = "copy_of_parent"
@@ -89,7 +90,7 @@ class SeenHashes:
                 "evicted": self.evicted}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check_schema(state, SEEN_SCHEMA_VERSION, "SeenHashes")
+        check_schema(state, "SeenHashes", SEEN_SCHEMA_VERSION, key="schema")
         if "hashes" not in state:
             raise KeyError("SeenHashes state is missing field 'hashes'")
         self._set.clear()
@@ -98,12 +99,6 @@ class SeenHashes:
         for h in state["hashes"]:
             self.add(int(h))
         self.evicted = int(state.get("evicted", 0)) + self.evicted
-
-
-def _check_schema(state: dict[str, Any], version: int, owner: str) -> None:
-    got = state.get("schema")
-    if got != version:
-        raise ValueError(f"{owner} state has schema {got!r}, expected {version}")
 
 
 class CandidateFilter:
@@ -154,5 +149,5 @@ class CandidateFilter:
         return {"schema": FILTER_SCHEMA_VERSION, "counts": dict(self.counts)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        _check_schema(state, FILTER_SCHEMA_VERSION, "CandidateFilter")
+        check_schema(state, "CandidateFilter", FILTER_SCHEMA_VERSION, key="schema")
         self.counts = Counter({str(k): int(v) for k, v in state.get("counts", {}).items()})

@@ -22,6 +22,7 @@ import numpy as np
 from verl_ext.augment.config import TeacherConfig
 from verl_ext.augment.parser import Candidate
 from verl_ext.augment.teacher.base import Teacher, TeacherError, Verdict
+from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
 
@@ -198,8 +199,7 @@ class AsyncValidator:
 
         Meant for a freshly built validator: results of calls already in flight here are discarded.
         """
-        if state.get("schema") != SCHEMA_VERSION:
-            raise ValueError(f"AsyncValidator state has schema {state.get('schema')!r}, expected {SCHEMA_VERSION}")
+        check_schema(state, "AsyncValidator", SCHEMA_VERSION, key="schema")
         for name in ("pending", "inbox"):
             if name not in state:
                 raise KeyError(f"AsyncValidator state is missing field '{name}'")

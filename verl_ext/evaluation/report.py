@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tabulate import tabulate
+from verl_ext.state_schema import check_schema
 
 SCHEMA_VERSION = 1
 # Column order and headers of the paper's tables; other data sources follow alphabetically under their own name.
@@ -40,9 +41,7 @@ def read_result(path: str | os.PathLike) -> dict:
     if not isinstance(data, dict) or "benchmarks" not in data:
         raise ValueError(f"{os.fspath(path)}: not an evaluation result (no 'benchmarks'); write one with "
                          "`python -m verl_ext.evaluation score ...`")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{os.fspath(path)}: schema_version {data.get('schema_version')!r}, this code reads "
-                         f"{SCHEMA_VERSION}")
+    check_schema(data, os.fspath(path), SCHEMA_VERSION)
     return data
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from verl_ext.pool.errors import ConfigError
 from verl_ext.pool.progress import DrawProgress
 from verl_ext.pool.record import ARCHIVED, COLD, FIELDS, IN_FLIGHT, POOLED, PromptRecord
+from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +60,7 @@ class PoolStateMixin:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a snapshot taken by ``state_dict``; validates it before replacing anything."""
-        version = state.get("schema_version")
-        if version not in (1, SCHEMA_VERSION):
-            raise ValueError(f"pool state has schema_version {version!r}; this code reads 1 and {SCHEMA_VERSION}")
+        version = check_schema(state, "pool", 1, SCHEMA_VERSION)
         if list(state["record_fields"]) != list(FIELDS):
             raise ValueError(f"pool state record fields {state['record_fields']} differ from {list(FIELDS)}")
         spec = state["estimator"]

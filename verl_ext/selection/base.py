@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
+from verl_ext.state_schema import check_schema
 
 if TYPE_CHECKING:  # typing only: strategies work with anything that offers the QueryPool API
     from verl_ext.pool import QueryPool
@@ -41,8 +42,6 @@ class Strategy(ABC):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Check that ``state`` belongs to this strategy; subclasses restore their fields after calling this."""
-        if state.get("schema_version") != STATE_SCHEMA_VERSION:
-            raise ValueError(f"strategy state has schema_version {state.get('schema_version')!r}; "
-                             f"this code reads {STATE_SCHEMA_VERSION}")
+        check_schema(state, "strategy", STATE_SCHEMA_VERSION)
         if state.get("name") != self.name:
             raise ValueError(f"strategy state belongs to {state.get('name')!r}, not {self.name!r}")

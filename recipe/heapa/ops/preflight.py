@@ -1,7 +1,7 @@
 """Checks run in the driver before Ray starts, so bad input fails in seconds instead of minutes into a run.
 
 - ``expand_paths``: ``~`` in data files, the model path, the checkpoint folder and the trace file (Hydra and
-  verl pass them through verbatim, so a quoted ``'[~/data/a.parquet]'`` used to reach the trainer unexpanded).
+  verl pass them through verbatim: a quoted ``'[~/data/a.parquet]'`` would reach the trainer unexpanded).
 - ``check_data``: every validation file exists; the training rows are read and validated exactly as the
   trainer's ``PoolDataset`` will read them (all row errors with file/row/field, repeated prompts per
   ``heapa.rows.duplicates``, an empty file, more seeds than ``heapa.pool.max_pool_size``). Without the tokenizer

@@ -1,7 +1,7 @@
 """Run files that outlive one attempt: verl's JSONL metrics (the ``file`` logger) and ``heapa.trace_file``.
 
 A run that is killed and resumed is several attempts writing the same files. verl's file logger opens its file
-with "wb", so each attempt used to erase the metrics of the one before, and the trace (appended) repeated the
+with "wb", so each attempt would erase the metrics of the one before, and the trace (appended) would repeat the
 steps between the last checkpoint and the kill. At the start of every attempt, in the process that will write
 the files (the task runner), ``start_attempt``:
 

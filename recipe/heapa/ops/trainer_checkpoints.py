@@ -19,6 +19,7 @@ from verl.utils.debug import marked_timer
 
 from recipe.heapa.ops.checkpoint_manifest import STATE_FILE, prune, write_manifest
 from recipe.heapa.ops.preemption import mark_saved, read_request
+from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
 STATE_VERSION = 2
@@ -105,8 +106,7 @@ class RecipeCheckpoints:
             raise FileNotFoundError(f"{path} is missing: the checkpoint was not written by the heapa recipe")
         with open(path, encoding="utf-8") as f:
             state = json.load(f)
-        if state.get("schema_version") not in (1, STATE_VERSION):  # version 1: before AR3PO and rollout cost
-            raise ValueError(f"{path}: schema_version {state.get('schema_version')} != {STATE_VERSION}")
+        check_schema(state, path, 1, STATE_VERSION)  # version 1: before AR3PO and rollout cost
         if self.lineage is not None and state.get("lineage") is not None:
             self.lineage.load_state_dict(state["lineage"])
         if self.augment is not None and state.get("augment") is not None:

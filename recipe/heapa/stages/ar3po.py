@@ -35,6 +35,7 @@ from verl_ext.ar3po import AR3POConfig, ResponseBank, finish_step, group_stats, 
 from recipe.heapa.stages.ar3po_rows import RESPONSE_FIELDS, IncompatibleEntry, bank_payload, build_reused_row, \
     reused_tag
 from recipe.heapa.step.batch_view import StepBatch, Trajectory
+from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
@@ -221,8 +222,6 @@ class Ar3poStage:
         return {"schema_version": SCHEMA_VERSION, "bank": self.bank.state_dict(), "incompatible": self.incompatible}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if state.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"AR3PO state schema_version {state.get('schema_version')!r}; this code reads "
-                             f"{SCHEMA_VERSION}")
+        check_schema(state, "AR3PO", SCHEMA_VERSION)
         self.bank.load_state_dict(state["bank"])
         self.incompatible = int(state.get("incompatible", 0))

@@ -26,6 +26,7 @@ from verl_ext.augment import (AsyncValidator, AugmentConfig, CandidateFilter, Se
 from verl_ext.augment.protocol import AugmentPrompt, build_messages
 from verl_ext.config_model import Invalid
 from verl_ext.pool import UnknownRecordError
+from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
 STATE_VERSION = 1
@@ -227,8 +228,7 @@ class AugmentationStage:
                 "counters": dict(self.counters)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("schema_version") != STATE_VERSION:
-            raise ValueError(f"augmentation state schema {state.get('schema_version')} != {STATE_VERSION}")
+        check_schema(state, "augmentation", STATE_VERSION)
         self.seen.load_state_dict(state["seen"])
         self.filter.load_state_dict(state["filter"])
         self.validator.load_state_dict(state["validator"])  # re-queues candidates that were in flight

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from recipe.heapa.step.batch_view import REUSED_TAG
+from verl_ext.state_schema import check_schema
 
 SCHEMA_VERSION = 1
 
@@ -51,8 +52,6 @@ class RolloutCost:
                 "total_tokens": self.total_tokens}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if state.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"RolloutCost state schema_version {state.get('schema_version')!r}; this code reads "
-                             f"{SCHEMA_VERSION}")
+        check_schema(state, "RolloutCost", SCHEMA_VERSION)
         self.total_responses = int(state["total_responses"])
         self.total_tokens = int(state["total_tokens"])

@@ -65,10 +65,18 @@ def _defined_by_us(trees) -> set[str]:
     return names
 
 
-def _self_attrs(cls: type) -> set[str]:
+def _names_in_source(cls: type) -> set[str]:
+    """Private names the class's own source defines (methods, class attributes) or reads and writes on ``self``.
+    From the source, not ``vars(cls)``: verl sets class attributes on subclasses at run time (a reward manager's
+    ``_class_initialized``), which would make the scan depend on what ran before it."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    return {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id == "self" and _private(n.attr)}
+    body = tree.body[0].body
+    names = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    names |= {t.id for n in body if isinstance(n, (ast.Assign, ast.AnnAssign))
+              for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+              and n.value.id == "self"}
+    return {n for n in names if _private(n)}
 
 
 def _our_classes():
@@ -100,7 +108,7 @@ def used_private_verl_names() -> dict[str, str]:
             continue
         verl_sources = [inspect.getsource(b) for b in verl_bases]
         for ours in (b for b in cls.__mro__ if b.__module__.split(".")[0] in TOPS):
-            names = {n for n in vars(ours) if _private(n)} | _self_attrs(ours)
+            names = _names_in_source(ours)
             for name in names:
                 if any(name in vars(b) for b in verl_bases) or any(f"self.{name}" in s for s in verl_sources):
                     found.setdefault(name, f"{ours.__module__}.{ours.__qualname__}")

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from verl_ext.pool.lineage.config import LineageConfig, LineageError, RefreshResult
 from verl_ext.pool.lineage.forest import LineageForest
+from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
 
@@ -143,8 +144,6 @@ class LineageRefresher:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        version = state.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise LineageError(f"lineage refresher state schema_version {version!r} is not supported")
+        check_schema(state, "lineage refresher", SCHEMA_VERSION, error=LineageError)
         self.forest.load_state_dict(state["forest"])
         self.last_refresh_step = state["last_refresh_step"]

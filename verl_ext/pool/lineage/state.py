@@ -14,6 +14,7 @@ from array import array
 import numpy as np
 
 from verl_ext.pool.lineage.config import LineageError, _check_id, _to_pass, _to_reward
+from verl_ext.state_schema import check_schema
 
 SCHEMA_VERSION = 1
 
@@ -42,9 +43,7 @@ class LineageStateMixin:
     def load_state_dict(self, state: dict) -> None:
         """Rebuild from ``state_dict()`` (vectorised: 10^6 nodes in about a second); derived data (depth,
         sibling lists, leaf counts, values) is recomputed. Validates everything before changing anything."""
-        version = state.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise LineageError(f"lineage state schema_version {version!r} is not supported (want {SCHEMA_VERSION})")
+        check_schema(state, "lineage", SCHEMA_VERSION, error=LineageError)
         ids = [_check_id(i) for i in state["ids"]]
         n = len(ids)
         if any(len(state[k]) != n for k in ("parents", "difficulty", "live", "base")):
