@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from recipe.heapa.ops.ray_cleanup import local_cluster_cleanup
 from recipe.heapa.ops.preemption import DriverPreemption, preemptions
 from recipe.heapa.ops.supervise import ATTEMPT_ENV, PREEMPTED_ENV, RESTARTS_ENV
+from verl_ext.checkpoint_layout import checkpoint_root
 
 logger = logging.getLogger("recipe.heapa.main_heapa")  # not "__main__" under -m: the recipe level applies
 
@@ -223,10 +224,6 @@ class _LaunchRunner:
         return _Options()
 
 
-def _ckpt_root(config: DictConfig) -> str:
-    return os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir)))
-
-
 @hydra.main(config_path="config", config_name="heapa_trainer", version_base=None)
 def main(config: DictConfig) -> None:
     from recipe.heapa.ops.preflight import check_data, check_teacher
@@ -235,11 +232,11 @@ def main(config: DictConfig) -> None:
     settings = read_settings(config)
     # which attempt of a supervised run this is (recipe/heapa/ops/supervise.py), for the trainer's run/* metrics
     _forward_env(config, {k: os.environ[k] for k in (ATTEMPT_ENV, RESTARTS_ENV) if k in os.environ})
-    _forward_env(config, {PREEMPTED_ENV: str(preemptions(_ckpt_root(config)))})
+    _forward_env(config, {PREEMPTED_ENV: str(preemptions(checkpoint_root(config.trainer.default_local_dir)))})
     check_data(config, settings)  # before verl's heavy imports: a data error shows in seconds
     check_teacher(settings)
     prepare(config)
-    preemption = DriverPreemption(settings.run, _ckpt_root(config))
+    preemption = DriverPreemption(settings.run, checkpoint_root(config.trainer.default_local_dir))
     local = running_cluster_address(config.ray_kwargs.get("ray_init") or {}) is None
     with local_cluster_cleanup(local):  # every Ray process this run started ends with it (ops/ray_cleanup.py)
         run_ppo(config, task_runner_class=_LaunchRunner(preemption))

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import Field, field_validator
 
+from verl_ext.adapters.feedback import PASS_THRESHOLD
 from verl_ext.adapters.rows import RowFormat
 from verl_ext.ar3po import AR3POConfig
 from verl_ext.augment import AugmentConfig, TeacherConfig
@@ -39,7 +40,7 @@ class FeedbackSettings:
     """``heapa.feedback``: which reward field holds correctness, and above what value a response passes."""
 
     acc_field: Str = "acc"
-    pass_threshold: Annotated[Float, Field(ge=0.0, lt=1.0)] = 0.5
+    pass_threshold: Annotated[Float, Field(ge=0.0, lt=1.0)] = PASS_THRESHOLD
 
 
 @config_dataclass(name="heapa.update", error=HeapaConfigError)

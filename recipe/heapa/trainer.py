@@ -39,6 +39,7 @@ from omegaconf import OmegaConf, open_dict
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 from verl.utils.import_utils import load_class_from_fqn
+from verl_ext.adapters.ar3po_agent_loop import MANAGER_FQN as AR3PO_MANAGER
 
 from recipe.heapa.ops.run_files import MetricsHistory
 from recipe.heapa.ops.supervise import run_metrics
@@ -59,7 +60,6 @@ from recipe.heapa.step.update_plan import Batching, actor_overrides, plan_update
 from recipe.heapa.verl_contract import actor_dp_size
 
 logger = logging.getLogger(__name__)
-AR3PO_MANAGER = "verl_ext.adapters.ar3po_agent_loop.StagedAgentLoopManager"
 
 
 class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):

@@ -35,11 +35,12 @@ from omegaconf import OmegaConf
 
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ, apply_greedy_sampling_params
 from verl_ext.ar3po import AR3POConfig, StagePlanner
+from verl_ext.reward.extra_info import acc_of
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
-MANAGER_FQN = f"{__name__}.StagedAgentLoopManager"
+MANAGER_FQN = f"{__name__}.StagedAgentLoopManager"  # what heapa.ar3po.enabled installs
 
 
 def ar3po_settings(config: Any) -> tuple[AR3POConfig | None, str]:
@@ -54,14 +55,14 @@ def ar3po_settings(config: Any) -> tuple[AR3POConfig | None, str]:
     return (cfg if cfg.enabled else None), str(feedback.get("acc_field", "acc"))
 
 
-def acc_of(output: Any, acc_field: str) -> float:
+def final_acc(output: Any, acc_field: str) -> float:
     """The final output's correctness (``reward_extra_info[acc_field]``); loud when the reward manager omits it."""
     final = output[-1] if isinstance(output, list) else output
-    info = (final.extra_fields or {}).get("reward_extra_info") or {}
-    if acc_field not in info:
+    acc = acc_of(final.extra_fields or {}, acc_field)
+    if acc is None:
         raise KeyError(f"AR3PO needs reward_extra_info[{acc_field!r}] per trajectory to decide the next stage; "
                        "use reward.reward_manager.name=heapa or a reward function that returns it")
-    return float(info[acc_field])
+    return float(acc)
 
 
 class StagedAgentLoopWorkerImpl(AgentLoopWorkerTQ.__ray_actor_class__):
@@ -77,7 +78,7 @@ class StagedAgentLoopWorkerImpl(AgentLoopWorkerTQ.__ray_actor_class__):
         await super()._agent_loop_postprocess(output, validate, **kwargs)
         if validate or self.ar3po is None:
             return None
-        return acc_of(output, self.acc_field)
+        return final_acc(output, self.acc_field)
 
     async def _run_prompt(self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False) -> None:
         if trajectory["validate"] or self.ar3po is None:

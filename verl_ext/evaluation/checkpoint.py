@@ -15,12 +15,12 @@ import logging
 import os
 import re
 from pathlib import Path
+from verl_ext.checkpoint_layout import STEP_RE, TRACKER, step_folder
 
 logger = logging.getLogger(__name__)
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
-_STEP_RE = re.compile(r"^global_step_(\d+)$")
 _HUB_ID_RE = re.compile(r"^[\w.-]+/[\w.-]+$")
 MERGE_MARKER = "merged_from.json"
 
@@ -30,11 +30,11 @@ def is_hf_model_dir(path: Path) -> bool:
 
 
 def _latest_step(root: Path) -> Path:
-    marker = root / "latest_checkpointed_iteration.txt"
+    marker = root / TRACKER
     text = marker.read_text(encoding="utf-8").strip()
     if not text.isdigit():
         raise ValueError(f"{marker}: expected a step number, found {text!r}")
-    step_dir = root / f"global_step_{int(text)}"
+    step_dir = step_folder(root, int(text))
     if not step_dir.is_dir():
         raise FileNotFoundError(f"{marker} names step {text} but {step_dir} does not exist")
     return step_dir
@@ -42,9 +42,9 @@ def _latest_step(root: Path) -> Path:
 
 def actor_dir(path: Path) -> Path | None:
     """The ``actor`` folder of a verl checkpoint at/under ``path``, or None when ``path`` is not one."""
-    if (path / "latest_checkpointed_iteration.txt").is_file():
+    if (path / TRACKER).is_file():
         path = _latest_step(path)
-    if _STEP_RE.match(path.name) and (path / "actor").is_dir():
+    if STEP_RE.match(path.name) and (path / "actor").is_dir():
         return path / "actor"
     if path.name == "actor" and ((path / "fsdp_config.json").is_file() or (path / "huggingface").is_dir()):
         return path

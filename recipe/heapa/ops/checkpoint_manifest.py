@@ -23,15 +23,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 from pathlib import Path
+from verl_ext.checkpoint_layout import STEP_RE
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "heapa_manifest.json"
 STATE_FILE = "heapa_state.json"
-STEP_RE = re.compile(r"^global_step_(\d+)$")
 
 
 def write_manifest(folder: str | os.PathLike) -> Path:

@@ -28,6 +28,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from verl_ext.checkpoint_layout import step_of
 
 logger = logging.getLogger(__name__)
 _ATTEMPT_RE = r"\.attempt-(\d+)"
@@ -44,8 +45,7 @@ def resumed_step(trainer: Any) -> int:
         folder = str(trainer.get("resume_from_path") or "")
     else:
         folder = find_latest_ckpt_path(os.path.abspath(str(trainer.default_local_dir))) or ""
-    match = re.search(r"global_step_(\d+)", folder)
-    return int(match.group(1)) if match else 0
+    return (step_of(folder) or 0) if folder else 0
 
 
 def file_logger_path(project_name: str, experiment_name: str) -> str:

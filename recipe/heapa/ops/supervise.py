@@ -23,9 +23,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from verl_ext.checkpoint_layout import TRACKER
 
 logger = logging.getLogger("recipe.heapa.ops.supervise")
-TRACKER = "latest_checkpointed_iteration.txt"
 ATTEMPT_ENV, RESTARTS_ENV = "VERL_EXT_RUN_ATTEMPT", "VERL_EXT_RUN_RESTARTS"
 PREEMPTED_ENV = "VERL_EXT_RUN_PREEMPTED"  # preemptions served so far (ops/preemption.py), set by the driver
 

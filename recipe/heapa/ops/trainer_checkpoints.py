@@ -20,6 +20,7 @@ from verl.utils.debug import marked_timer
 from recipe.heapa.ops.checkpoint_manifest import STATE_FILE, prune, write_manifest
 from recipe.heapa.ops.preemption import mark_saved, read_request
 from verl_ext.state_schema import check_schema
+from verl_ext.checkpoint_layout import checkpoint_root, step_folder
 
 logger = logging.getLogger(__name__)
 STATE_VERSION = 2
@@ -45,11 +46,10 @@ class RecipeCheckpoints:
 
 
     def _ckpt_root(self) -> str:
-        folder = self.config.trainer.default_local_dir
-        return folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder)
+        return checkpoint_root(self.config.trainer.default_local_dir)
 
     def _step_folder(self) -> str:
-        return os.path.join(self._ckpt_root(), f"global_step_{self.global_steps}")
+        return str(step_folder(self._ckpt_root(), self.global_steps))
 
     def _save_checkpoint(self):
         # The pool and sampler travel in verl's data.pt (the dataloader's state); the rest is written here,

@@ -26,6 +26,7 @@ from typing import Any
 import transfer_queue as tq
 
 from verl_ext.adapters.feedback import group_outcomes
+from verl_ext.reward.extra_info import acc_of, reward_info
 
 REUSED_TAG = "ar3po_reused"  # TransferQueue tag of a response AR3PO reused from its bank (not generated this step)
 Outcomes = dict[int, tuple[int, int]]
@@ -37,16 +38,6 @@ def parse_key(key: str) -> tuple[str, int, int] | None:
     if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
         return None
     return parts[0], int(parts[1]), int(parts[2])
-
-
-def _unwrap(extra: Any) -> dict:
-    data = getattr(extra, "data", extra)
-    return data if isinstance(data, dict) else {}
-
-
-def acc_of(extra: Any, acc_field: str) -> Any:
-    """``reward_extra_info[acc_field]`` of one row's ``extra_fields`` (None when absent)."""
-    return (_unwrap(extra).get("reward_extra_info") or {}).get(acc_field)
 
 
 @dataclass
@@ -93,7 +84,7 @@ class StepBatch:
             uid, session, output = parse_key(key)
             extra = data["extra_fields"][i]
             rows.append(Trajectory(key, uid, session, output, int(data["index"][i]), acc_of(extra, acc_field), tag,
-                                   dict(_unwrap(extra).get("reward_extra_info") or {})))
+                                   reward_info(extra)))
         return cls(partition_id, rows, acc_field)
 
     # ---- views ------------------------------------------------------------------------------------------------
@@ -120,8 +111,9 @@ class StepBatch:
             counts[(t.uid, t.session)] += 1
         return dict(counts)
 
-    def outcomes(self, threshold: float = 0.5) -> Outcomes:
-        """{record id: (passes, n)} over the generated rows; a row without ``acc`` is an error naming the field."""
+    def outcomes(self, threshold: float) -> Outcomes:
+        """{record id: (passes, n)} over the generated rows (a pass: ``acc > threshold``, ``heapa.feedback.pass_threshold``);
+        a row without ``acc`` is an error naming the field."""
         rows = self.generated()
         missing = sum(t.acc is None for t in rows)
         if missing:

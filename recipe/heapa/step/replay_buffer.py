@@ -45,7 +45,7 @@ class FeedbackReplayBuffer(ReplayBuffer):
         super().__init__(sampler_kwargs=own, **kwargs, **passed)
         self._report: Callable[[Eviction], None] | None = None
         self._acc_field = "acc"
-        self._threshold = 0.5
+        self._threshold: float | None = None  # heapa.feedback.pass_threshold, from connect
 
     def connect(self, report: Callable[[Eviction], None], acc_field: str, threshold: float) -> None:
         """Where evictions go (the trainer's open step), and how a trajectory's pass is read."""

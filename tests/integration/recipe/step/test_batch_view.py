@@ -6,6 +6,7 @@ import pytest
 
 import recipe.heapa.step.batch_view as step_batch_mod
 from recipe.heapa.step.batch_view import REUSED_TAG, StepBatch, Trajectory, parse_key
+from verl_ext.adapters.feedback import PASS_THRESHOLD
 
 
 class FakeTQ:
@@ -39,7 +40,7 @@ def test_one_read_of_the_real_rows_and_groups_of_final_outputs(fake):
     groups = view.groups()
     assert [t.key for t in groups["u"]] == ["u_0_0", "u_1_1"]  # session 1's last output carries its reward
     assert view.outputs_per_session()[("u", 1)] == 2
-    assert view.outcomes() == {3: (1, 3), 9: (0, 1)}  # every generated output, by record id
+    assert view.outcomes(PASS_THRESHOLD) == {3: (1, 3), 9: (0, 1)}  # every generated output, by record id
     assert view.reward_infos()[0] == {"acc": 1.0, "timeout": False}
 
 
@@ -48,13 +49,13 @@ def test_reused_rows_are_trained_not_fed_back_and_dropped_rows_are_fed_back(fake
     view.add([Trajectory("u_2_0", "u", 2, 0, 3, 1.0, {REUSED_TAG: True})])
     view.drop(["u_1_0"])
     assert [t.key for t in view.groups()["u"]] == ["u_0_0", "u_2_0"]
-    assert view.outcomes() == {3: (1, 2)}
+    assert view.outcomes(PASS_THRESHOLD) == {3: (1, 2)}
 
 
 def test_a_row_without_acc_is_an_error_naming_the_field(fake):
     view = StepBatch.read(["v_0_0", "v_1_0"], [{}, {}], "train", acc_field="acc")
     with pytest.raises(KeyError, match=r"1 of 2 trajectories have no reward_extra_info\['acc'\]"):
-        view.outcomes()
+        view.outcomes(PASS_THRESHOLD)
 
 
 def test_key_rule():
