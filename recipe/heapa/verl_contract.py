@@ -1,16 +1,18 @@
 """Every verl 0.9.1 internal the recipe relies on, in one place, and the two rules it re-states.
 
 verl's documented extension points (trainer class, dataset, reward manager, agent-loop manager, platform and
-rollout registries) do not cover what the recipe needs: it overrides private methods of ``PPOTrainerSync``,
-reads private state of the replay buffer and the worker group, and swaps the file logger. A verl upgrade that
+rollout registries) do not cover what the recipe needs: it overrides private methods of ``PPOTrainerSync`` and of
+the agent-loop worker, and reads private state of the replay buffer and the worker group. A verl upgrade that
 renames or re-signs any of them must fail loudly and at once, naming the symbol, not halfway through a run:
-``PRIVATE_NAMES`` lists each with the parameters the recipe calls it with, and
-``tests/integration/recipe/test_verl_contract.py`` checks them against the installed verl.
+``PRIVATE_NAMES`` (and ``NON_PRIVATE_NAMES``, internals without a leading underscore) list each with the
+parameters the recipe calls it with. ``tests/integration/recipe/test_verl_contract.py`` checks them against the
+installed verl; ``test_verl_contract_coverage.py`` finds every private verl name the code uses and fails on one
+missing here, and on any verl attribute the code reassigns at run time.
 
 Three pieces of verl logic the recipe needs are re-stated here, next to that list: ``gen_batch_size`` (the
 loader's batch size, 1 when prompts are refilled one at a time; ``record_gen_batch_size`` leaves the config as
-verl's loader does), ``set_training_horizon`` (steps and the
-optimizer's schedule horizon) and ``replay_buffer_filter_kwargs`` (what verl hands its own replay buffer about
+verl's loader does), ``set_training_horizon`` (steps and the optimizer's schedule horizon) and
+``replay_buffer_filter_kwargs`` (what verl hands its own replay buffer about
 group filtering, and not a custom one); the same test runs verl's own ``_init_dataloader`` and
 ``_build_replay_buffer`` on the same configurations and fails when they drift apart.
 """
