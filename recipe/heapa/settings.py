@@ -45,11 +45,11 @@ class FeedbackSettings:
 
 @config_dataclass(name="heapa.update", error=HeapaConfigError)
 class UpdateSettings:
-    """``heapa.update``: what the sequence-mean losses divide by (a study knob of issue "Faster learning per rollout").
+    """``heapa.update``: what the sequence-mean losses divide by (a study knob).
 
     ``sequence_mean_over``: ``all_rows`` (verl's and GRPO's rule: every row of the update, so all-equal groups,
     whose advantage is zero, shrink every other row's step) or ``signal_rows`` (only rows with a non-zero advantage:
-    the step no longer depends on how many all-equal groups a method trains). Only for the sequence-mean loss modes
+    the step does not depend on how many all-equal groups a method trains). Only for the sequence-mean loss modes
     (``token-mean`` divides by the update's tokens in the engine).
     """
 
@@ -172,7 +172,7 @@ _NULL_IS_DEFAULT = {"rows", "pool", "selection", "lineage", "feedback", "augment
 def strategy_kwargs(name: str, user_kwargs: Mapping[str, Any], seed: int, **wiring: Any) -> dict[str, Any]:
     """Constructor arguments for strategy ``name``: the user's ``heapa.selection.kwargs``, plus ``heapa.seed`` when
     the class takes a ``seed`` the user did not set, plus the recipe's wiring (HIVE's ``prompt_entropy``) for the
-    parameters the class declares. Without this every strategy ran on its default seed 0 whatever ``heapa.seed`` said.
+    parameters the class declares. So every strategy follows ``heapa.seed`` unless its own ``seed`` is set.
     """
     params = inspect.signature(get_strategy_class(name)).parameters
     kwargs = dict(user_kwargs)

@@ -2,7 +2,7 @@
 
 For each size N a pool of N DAPO-sized records (the ``verl_ext.bench.pool`` records) runs 20 training steps, then
 is saved and loaded the way the recipe does it: ``pool_state.pkl`` beside ``data.pt`` (``adapters/pool_file.py``).
-With ``--torch`` the old way is timed too: the pool inline in ``torch.save`` (what ``data.pt`` held before).
+With ``--torch`` the alternative is timed too: the pool inline in ``torch.save`` (inside ``data.pt``).
 Reported: wall and CPU seconds of save and load, file size, and the RSS growth while saving (the peak cost of a
 checkpoint on top of the pool itself). Each size runs in a fresh interpreter.
 """
@@ -75,7 +75,7 @@ def run_size(n: int, with_torch: bool) -> dict[str, Any]:
         assert draw_batch(restored, 8, 99) == draw_batch(pool, 8, 99), "a restored pool must draw the same batch"
         del restored
         if with_torch:
-            import torch  # the old path only: the pool itself never needs torch
+            import torch  # the inline alternative only: the pool itself never needs torch
 
             path = os.path.join(folder, "data.pt")
             _, row["torch_save_s"], _, row["torch_save_peak_mb"] = _timed(
@@ -98,7 +98,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100000,1000000")
-    ap.add_argument("--torch", action="store_true", help="also time the old inline torch.save/torch.load")
+    ap.add_argument("--torch", action="store_true", help="also time the pool inline in torch.save/torch.load")
     ap.add_argument("--json", action="store_true", help="one JSON line per size, in this process")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]

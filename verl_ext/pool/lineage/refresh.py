@@ -108,8 +108,8 @@ class LineageRefresher:
 
     def _own_measurement_is_newest(self, rid: int) -> bool:
         """True when the record was measured no earlier than any of its children: its own fresh group outcome is
-        better evidence of its pass rate now than older outcomes of *other* problems. Without this every-step
-        refreshes blended a just-solved parent with stale child values and kept handing it out (simulator,
+        better evidence of its pass rate now than older outcomes of *other* problems. Otherwise every-step
+        refreshes would blend a just-solved parent with stale child values and keep handing it out (simulator,
         ``mostly_too_hard``); the paper refreshes only archived, i.e. stale, records."""
         own = self.pool.get(rid).last_trained_step
         if own is None or rid not in self.forest:  # unmeasured, or out of the forest (its value is its own)
