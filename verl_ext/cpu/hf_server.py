@@ -220,7 +220,10 @@ class HFServer:
 
     async def _batched(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
         settings = tuple(sorted((k, repr(v)) for k, v in sampling_params.items()))
-        seed = self._crn_seed(prompt_ids, settings) if self.crn else None
+        # The seed leaves out whether log-probs are returned: it does not change what is sampled, and a method that
+        # asks for them (AR3PO's reuse correction) must see the same samples as one that does not.
+        sampling = tuple(kv for kv in settings if kv[0] != "logprobs")
+        seed = self._crn_seed(prompt_ids, sampling) if self.crn else None
         if sampling_params.get("stop"):
             async with self._lock:
                 budget = self._max_new_tokens(len(prompt_ids), sampling_params)
