@@ -15,6 +15,7 @@ import logging
 import os
 import re
 from pathlib import Path
+
 from verl_ext.checkpoint_layout import STEP_RE, TRACKER, step_folder
 
 logger = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tabulate import tabulate
+
 from verl_ext.state_schema import check_schema
 
 SCHEMA_VERSION = 1

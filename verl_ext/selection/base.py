@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
+
 from verl_ext.state_schema import check_schema
 
 if TYPE_CHECKING:  # typing only: strategies work with anything that offers the QueryPool API

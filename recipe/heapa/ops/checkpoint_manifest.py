@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+
 from verl_ext.checkpoint_layout import STEP_RE
 
 logger = logging.getLogger(__name__)

@@ -28,6 +28,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+
 from verl_ext.checkpoint_layout import step_of
 
 logger = logging.getLogger(__name__)

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 from verl_ext.checkpoint_layout import TRACKER
 
 logger = logging.getLogger("recipe.heapa.ops.supervise")
