@@ -46,7 +46,7 @@ def resumed_step(trainer: Any) -> int:
         folder = str(trainer.get("resume_from_path") or "")
     else:
         folder = find_latest_ckpt_path(os.path.abspath(str(trainer.default_local_dir))) or ""
-    return (step_of(folder) or 0) if folder else 0
+    return step_of(folder) or 0
 
 
 def file_logger_path(project_name: str, experiment_name: str) -> str:
