@@ -1,4 +1,4 @@
-"""``python -m verl_ext.evaluation {score,generate,table}``: avg@k / pass@k per benchmark, JSON + markdown.
+"""``python -m verl_ext.evaluation {score,generate,table,levels}``: avg@k / pass@k per benchmark, JSON + markdown.
 
     # score a generations file (schema: verl_ext/evaluation/generations.py, docs/evaluation.md)
     python -m verl_ext.evaluation score --generations gens.jsonl --data ~/data/eval/*.parquet --out eval/grpo
@@ -6,6 +6,8 @@
     python -m verl_ext.evaluation generate --model checkpoints/p/grpo --data ~/data/eval/*.parquet --out eval/grpo
     # several runs side by side (rows = runs, columns = benchmarks + Avg)
     python -m verl_ext.evaluation table eval/*/result.json --out eval/table.md
+    # accuracy per group of problems (extra_info.level), runs named <method>_s<seed> paired by seed
+    python -m verl_ext.evaluation levels eval/*/ --data val.parquet --field level --baseline grpo
 
 Each run folder gets ``result.json`` (per-benchmark and overall numbers), ``table.md``, ``scored.jsonl``
 (per-problem correctness and extracted answers) and, for ``generate``, ``generations.jsonl``.
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_ext.evaluation import generations as gens
-from verl_ext.evaluation import report
+from verl_ext.evaluation import levels, report
 from verl_ext.evaluation.metrics import score_all
 from verl_ext.evaluation.scoring import FORMATS, count_flags, score_problems
 
@@ -148,6 +150,16 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_levels(args: argparse.Namespace) -> int:
+    groups = levels.group_of(gens.load_eval_data(args.data), args.field)
+    runs = [levels.read_run(folder, groups) for folder in args.runs]
+    text = levels.tables(runs, args.baseline)
+    if args.out:
+        Path(args.out).expanduser().write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    return 0
+
+
 def _add_scoring(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="run folder for result.json, table.md, scored.jsonl")
     p.add_argument("--run", default=None, help="the run's name in tables (default: the --out folder's name)")
@@ -195,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--metric", default="avg", help="avg (avg@n) or pass@K")
     t.add_argument("--out", default=None, help="also write the table here")
     t.set_defaults(func=cmd_table)
+    lv = sub.add_parser("levels", help="accuracy per group of problems (an extra_info field), paired by seed")
+    lv.add_argument("runs", nargs="+", help="run folders with scored.jsonl (named <method>_s<seed> to pair)")
+    lv.add_argument("--data", nargs="+", required=True, help="the evaluation parquet(s) the runs scored")
+    lv.add_argument("--field", default="level", help="the extra_info field to group by")
+    lv.add_argument("--baseline", default=None, help="method the others are paired against, by seed")
+    lv.add_argument("--out", default=None, help="also write the tables here")
+    lv.set_defaults(func=cmd_levels)
     return parser
 
 

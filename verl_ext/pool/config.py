@@ -85,9 +85,10 @@ class PoolConfig:
     - ``frontier_batches``: ``adaptive`` falls to the floor once ``F`` holds this many batches of records.
     - ``max_window_visits``: a frontier pick trained this many times in the last ``metrics_window`` steps yields
       its seat to a cold record while any is left (``None`` = no bound).
-    - ``revisit_penalty``: ``greedy`` counts a seed trained v times as ``revisit_penalty * v`` farther from the
-      target when it compares the frontier with a cold draw (0 = off, the default: in the simulator re-training
-      a prompt costs nothing; opt-in where repetition is believed to teach less, docs/pool.md).
+    - ``revisit_penalty``: a seed trained v times counts as ``revisit_penalty * v`` farther from the target, in
+      the ``target`` draw (and ``progress``'s target seats) and when ``greedy`` compares the frontier with a cold
+      draw: where re-training one problem teaches its skill less each time, a seed re-drawn often yields its seat
+      to fresher ones and, once none is nearer than a cold draw, to the cold queue. 0 = off (docs/pool.md).
     - ``metrics_window``: steps over which ``pool/window_*`` count distinct trained records and their visits.
     - ``max_child_fraction``: at most this share of a batch may be augmented children (1 = no cap).
     - ``child_distance_penalty``: ``target`` ranks a child as if its estimate were this much farther from the

@@ -75,10 +75,10 @@ class LearnerConfig:
     spread * topic share)``: only mixed groups count; ``transfer`` is the share of each group's gain spread over
     all topics (the rest goes to its own). ``item_learning_rate`` adds prompt-specific gain (memorisation, which
     the test set does not see); ``drift_std`` is a random walk of each topic's ability per step.
-    ``repeat_decay`` (opt-in, 1 = off, every shipped scenario): a prompt's contribution to the ability update is
-    multiplied by ``repeat_decay ** (times it was trained before)``: a diminishing return for re-training one
-    prompt (what the policy could generalise from it, it has mostly taken), which the pool cannot observe.
-    With 1 re-training a prompt teaches as much as a new one, so nothing rewards exploring the seed set.
+    ``repeat_decay`` (opt-in, 1 = off in every shipped scenario but ``cpu_levels``): a prompt's contribution to
+    the ability update is multiplied by ``repeat_decay ** (times it was trained before)``: a diminishing return for
+    re-training one prompt (what the policy could generalise from it, it has mostly taken), which the pool cannot
+    observe. With 1 re-training a prompt teaches as much as a new one, so nothing rewards exploring the seed set.
     ``prompt_entropy_decay`` (opt-in, 0 = off, every shipped scenario): HIVE's probe reads ``(1 - decay) ** updates``
     times its noisy binary entropy (the scale moves, not the information), the policy-wide fall of a real prompt entropy while it trains (the CPU comparison:
     1.3 -> 0.4 nats in 40 steps, about 0.03 a step), which a probe ranked against older measurements mistakes for

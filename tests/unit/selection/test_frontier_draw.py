@@ -252,3 +252,62 @@ def test_signal_share_splits_the_seats_between_weight_and_target():
     for s in range(5):
         assert (draw_batch(pool_with(values, seed=s, boundary="signal", signal_share=0.0), 16, 0)
                 == draw_batch(pool_with(values, seed=s), 16, 0))
+
+
+def _buckets(values, children=()):
+    """Seeds ``0..len(values)-1`` at ``values``; ``children``: (id, value) in the child group."""
+    from verl_ext.pool.buckets import CHILD_GROUP, SEED_GROUP, ValueBuckets
+    b = ValueBuckets(resolution=100, groups=2)
+    for i, v in enumerate(values):
+        b.insert(i, v, SEED_GROUP)
+    for i, v in children:
+        b.insert(i, v, CHILD_GROUP)
+    return b
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(0, 1), min_size=1, max_size=60), visits=st.lists(st.integers(0, 8), min_size=60,
+       max_size=60), m=st.integers(0, 70), p=st.sampled_from([0.0, 0.03, 0.1, 0.5]), seed=st.integers(0, 20))
+def test_revisit_shift_takes_the_nearest_by_distance_plus_penalty(values, visits, m, p, seed):
+    """The shifted walk returns min(m, n) distinct ids, and no record left out counts nearer than one taken."""
+    from verl_ext.selection.frontier.draw import nearest
+    b = _buckets(values)
+    centre = b.bucket_of_value(0.5)
+
+    def shift(rid):
+        return round(p * visits[rid] * 100)
+
+    out = nearest(b, centre, m, np.random.default_rng(seed), seed_shift=shift)
+    assert len(out) == len(set(out)) == min(m, len(values))
+    eff = {i: abs(b.bucket_of_value(v) - centre) + shift(i) for i, v in enumerate(values)}
+    if out and len(out) < len(values):
+        assert max(eff[i] for i in out) <= min(eff[i] for i in set(range(len(values))) - set(out))
+
+
+def test_revisit_shift_moves_seeds_not_children_and_keeps_the_child_budget():
+    from verl_ext.selection.frontier.draw import nearest
+    # seeds 0-3 at 0.5 trained 5 times, seeds 4-7 at 0.6 fresh; children 8-11 at 0.5
+    b = _buckets([0.5] * 4 + [0.6] * 4, children=[(j, 0.5) for j in range(8, 12)])
+    visits = {i: (5 if i < 4 else 0) for i in range(12)}
+    out = nearest(b, 50, 8, np.random.default_rng(0), seed_shift=lambda rid: round(0.05 * visits[rid] * 100))
+    assert set(out) == set(range(4, 12))  # the trained seeds count 25 buckets farther: everything else first
+    out = nearest(b, 50, 8, np.random.default_rng(0), child_budget=1,
+                  seed_shift=lambda rid: round(0.05 * visits[rid] * 100))
+    assert sum(1 for i in out if i >= 8) == 1 and len(out) == 8  # the budget holds; trained seeds fill the rest
+
+
+def test_revisit_penalty_spreads_the_target_draw_over_fresh_seeds():
+    """Every seed measured at 0.5; half of them trained three times more: with the penalty the draw takes the
+    others, without it the trained half is as likely as the rest."""
+    def trained(**cfg):
+        pool = pool_with([0.5] * 40, exploration="fixed", cold_fraction=0.0, **cfg)
+        for step in range(3):
+            ids = list(range(20))
+            pool.withdraw(ids)
+            pool.hand_out(ids, step)
+            pool.feedback({r: (4, 8) for r in ids}, step)
+            pool.reinsert(step, 20)
+        return pool
+
+    assert set(draw_batch(trained(revisit_penalty=0.05), 20, step=3)) == set(range(20, 40))
+    assert set(draw_batch(trained(), 20, step=3)) & set(range(20))

@@ -72,7 +72,7 @@ def test_small_batch_scenarios_of_issue_23():
 
 def test_overrides_replace_one_field_and_are_validated():
     base = load_scenario("small_batch")
-    assert base.learner.repeat_decay == 1.0  # the knob is off in every shipped scenario
+    assert base.learner.repeat_decay == 1.0  # off in every shipped scenario but cpu_levels
     cfg = with_overrides(base, ["learner.repeat_decay=0.7", "pool.exploration=fixed"])
     assert cfg.learner.repeat_decay == 0.7 and cfg.pool["exploration"] == "fixed" and cfg.name == base.name
     assert cfg.train == base.train and base.learner.repeat_decay == 1.0

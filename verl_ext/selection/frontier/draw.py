@@ -24,6 +24,7 @@ caller withdraws what they return. Which record eviction removes is the pool's (
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -97,11 +98,15 @@ def _ring(center: int, d: int, res: int) -> list[int]:
 
 
 def nearest(buckets: ValueBuckets, center: int, m: int, rng: np.random.Generator, child_budget: int | None = None,
-            exclude: set[int] | None = None, child_penalty: int = 0) -> list[int]:
+            exclude: set[int] | None = None, child_penalty: int = 0,
+            seed_shift: Callable[[int], int] | None = None) -> list[int]:
     """Up to ``m`` ids nearest bucket ``center`` (walking outwards; both sides of one distance are one tie group),
     taking at most ``child_budget`` augmented records (``None`` = no cap) and skipping ``exclude``. Children count
     as ``child_penalty`` buckets farther than they are: a seed's estimate is measured, a child's is a guess that
-    may come from an unsolvable problem."""
+    may come from an unsolvable problem. ``seed_shift(id)`` (``revisit_penalty``) counts a seed that many buckets
+    farther still."""
+    if seed_shift is not None:
+        return _nearest_shifted(buckets, center, m, rng, child_budget, child_penalty, seed_shift)
     res = buckets.resolution
     out: list[int] = []
     budget = math.inf if child_budget is None else child_budget
@@ -123,6 +128,35 @@ def nearest(buckets: ValueBuckets, center: int, m: int, rng: np.random.Generator
         if kids and budget is not math.inf:
             budget -= sum(1 for i in picked if buckets.locate(i)[0] == CHILD_GROUP)
         out.extend(picked)
+    return out
+
+
+def _nearest_shifted(buckets: ValueBuckets, center: int, m: int, rng: np.random.Generator,
+                     child_budget: int | None, child_penalty: int, seed_shift: Callable[[int], int]) -> list[int]:
+    """``nearest`` with each seed ``seed_shift(id)`` buckets farther: the walk files every seed it passes under the
+    distance it counts at and takes, at each distance, the seeds filed there with the children at it. Seeds are
+    looked at once each, as far out as the batch needs: O(buckets walked + seeds passed)."""
+    res = buckets.resolution
+    out: list[int] = []
+    budget = math.inf if child_budget is None else child_budget
+    filed: dict[int, list[int]] = {}
+    d = 0
+    while len(out) < m:
+        for b in _ring(center, d, res):
+            for rid in buckets.members(SEED_GROUP, b):
+                filed.setdefault(d + max(0, seed_shift(rid)), []).append(rid)
+        kids = ([buckets.members(CHILD_GROUP, b) for b in _ring(center, d - child_penalty, res)]
+                if buckets.groups > 1 and budget > 0 else [])
+        if sum(len(p) for p in kids) > budget:
+            kids = [sample_parts(kids, int(budget), rng)]
+        seeds = filed.pop(d, [])
+        picked = sample_parts([seeds] + kids, m - len(out), rng)
+        if kids and budget is not math.inf:
+            budget -= sum(1 for i in picked if buckets.locate(i)[0] == CHILD_GROUP)
+        out.extend(picked)
+        d += 1
+        if d >= res + child_penalty and not filed:
+            break
     return out
 
 

@@ -15,7 +15,8 @@
   worse than the frontier (mostly solved or hopeless pools). Before any cold draw was measured, and under
   ``boundary: median`` (whose draw is not centred on the target), ``c = cold_fraction``.
   ``revisit_penalty`` p (0 = off) counts a seed trained v times as ``p * v`` farther from the target in
-  ``F_d``: opt-in, for runs where re-training one prompt is believed to teach less (docs/pool.md).
+  ``F_d``, as the ``target`` draw ranks it (``policy.py``): where re-training one prompt teaches less, a
+  re-drawn frontier yields seats to cold records (docs/pool.md).
 - ``fixed``: ``c = cold_fraction`` (0.25 was chosen in the simulator on scenarios that measure every seed well
   within the run).
 - ``adaptive``: ``c = clip(1 - F / (frontier_batches * k), cold_fraction, 1)``, with ``F`` the measured seeds

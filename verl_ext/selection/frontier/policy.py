@@ -16,6 +16,7 @@ storage API does the moves: ``pop_cold`` and ``withdraw`` take records out, ``re
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -118,18 +119,28 @@ def _note_arm(pool: QueryPool, ids: list[int], arm: int) -> None:
 
 def _nearest_target(pool: QueryPool, need: int, child_budget: int | None) -> list[int]:
     """``target``'s draw: ``need`` of the ``candidate_ratio * need`` records nearest ``target_pass_rate``, children
-    ranked the learned (or set) penalty farther than they are."""
+    ranked the learned (or set) penalty farther than they are, and a seed trained v times ``revisit_penalty * v``
+    farther (the rule ``greedy`` counts its frontier by, ``exploration.py``)."""
     cfg, rng = pool.config, pool.rng
     m = max(need, math.ceil(cfg.candidate_ratio * need))
     penalty = cfg.child_distance_penalty
     if penalty is None:
         penalty = pool.child_calibration.frontier_penalty()
     picked = nearest(pool.buckets, pool.target_bucket, m, rng, child_budget,
-                     child_penalty=round(penalty * cfg.resolution))
+                     child_penalty=round(penalty * cfg.resolution), seed_shift=_revisit_shift(pool))
     if len(picked) > need:
         keep = np.sort(rng.choice(len(picked), size=need, replace=False)).tolist()
         picked = [picked[i] for i in keep]
     return picked
+
+
+def _revisit_shift(pool: QueryPool) -> Callable[[int], int] | None:
+    """``revisit_penalty`` p in buckets: a seed trained v times counts ``round(p * v * resolution)`` farther;
+    ``None`` when p is 0 (the plain walk, the same draws as without the knob)."""
+    scale = pool.config.revisit_penalty * pool.config.resolution
+    if scale <= 0:
+        return None
+    return lambda rid: round(scale * pool.get(rid).visits)
 
 
 def _child_weight(pool: QueryPool) -> float:
