@@ -294,6 +294,8 @@ def test_revisit_shift_moves_seeds_not_children_and_keeps_the_child_budget():
     out = nearest(b, 50, 8, np.random.default_rng(0), child_budget=1,
                   seed_shift=lambda rid: round(0.05 * visits[rid] * 100))
     assert sum(1 for i in out if i >= 8) == 1 and len(out) == 8  # the budget holds; trained seeds fill the rest
+    with pytest.raises(ValueError, match="exclude"):
+        nearest(b, 50, 8, np.random.default_rng(0), exclude={1}, seed_shift=lambda rid: 0)
 
 
 def test_revisit_penalty_spreads_the_target_draw_over_fresh_seeds():

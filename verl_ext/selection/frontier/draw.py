@@ -106,6 +106,8 @@ def nearest(buckets: ValueBuckets, center: int, m: int, rng: np.random.Generator
     may come from an unsolvable problem. ``seed_shift(id)`` (``revisit_penalty``) counts a seed that many buckets
     farther still."""
     if seed_shift is not None:
+        if exclude:
+            raise ValueError("nearest: seed_shift does not take exclude (no caller needs both)")
         return _nearest_shifted(buckets, center, m, rng, child_budget, child_penalty, seed_shift)
     res = buckets.resolution
     out: list[int] = []
