@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,9 +20,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from verl_ext.compare.runs import method_and_seed
 from verl_ext.evaluation.generations import GenerationsError, Problem
-
-RUN_NAME = re.compile(r"^(?P<method>.+)_s(?P<seed>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -36,9 +34,10 @@ class RunLevels:
     overall: float
 
     @property
-    def method_seed(self) -> tuple[str, int] | None:
-        m = RUN_NAME.match(self.name)
-        return (m["method"], int(m["seed"])) if m else None
+    def method_seed(self) -> tuple[str, str] | None:
+        """``(method, seed)`` from a ``<method>_s<seed>`` name, as the compare CLI reads run names."""
+        method, seed = method_and_seed(self.name)
+        return (method, seed) if seed is not None else None
 
 
 def group_of(data: Sequence[Problem], field: str) -> dict[tuple[str, str], str]:
@@ -78,7 +77,7 @@ def read_run(folder: str | os.PathLike, groups: dict[tuple[str, str], str]) -> R
 def paired(runs: Sequence[RunLevels], baseline: str) -> dict[str, dict[str, tuple[float, float, int]]]:
     """``method -> group (and "all") -> (mean difference, sd over seeds, seeds)`` against ``baseline``, over the
     seeds both ran; runs whose names are not ``<method>_s<seed>`` are left out."""
-    by: dict[str, dict[int, RunLevels]] = defaultdict(dict)
+    by: dict[str, dict[str, RunLevels]] = defaultdict(dict)
     for r in runs:
         if r.method_seed:
             method, seed = r.method_seed
