@@ -10,23 +10,58 @@ heapa_grpo, run B: resumes A's ``global_step_2`` checkpoint and trains step 3: i
   knob ``heapa.update.sequence_mean_over=signal_rows`` (the batch is chosen before the update, so the knob cannot
   change which ids step 3 trains): verl's worker must get the rows with signal as its loss divisor.
 heapa_dapo: 3 steps with DAPO's group filtering; every rolled-out prompt is fed back (filtered groups included).
+
+Validation with common random numbers: run A and the heapa_dapo run both validate the same initial model at step 0
+(T=1, two samples per problem, the same seed). The hf rollout server seeds every request by (seed, weights' step,
+prompt, sampling settings, n-th identical request) and batches so that a row's result does not depend on its batch
+(``verl_ext/cpu/hf_server.py``), so the two methods must produce the same responses to the same problems and the
+same ``val-core`` accuracy. Without it, two methods' step-0 validations of one seed differed by 2-3 points, which
+made the CPU comparison unpaired.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import shutil
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
+def paired_validation(out: Path) -> list[str]:
+    """Step-0 validation at T=1, two samples of each of 48 problems, the samples written to ``out / 'val'``."""
+    return ["trainer.val_before_train=True", f"trainer.validation_data_dir={out / 'val'}",
+            "data.val_max_samples=48", "data.val_batch_size=48", "actor_rollout_ref.rollout.val_kwargs.n=2",
+            "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
+            "actor_rollout_ref.rollout.val_kwargs.temperature=1.0"]
+
+
+def validation_samples(out: Path) -> Counter:
+    """(problem, response, correct) of every step-0 validation sample. Correct, not the score: DAPO scores a wrong
+    answer -1 where GRPO scores 0."""
+    samples = Counter()
+    for path in sorted((out / "val").glob("0.jsonl")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            samples[(row["input"], row["output"], row["score"] > 0)] += 1
+    return samples
+
+
 @pytest.fixture(scope="module")
-def grpo_runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
-    base = tmp_path_factory.mktemp("heapa_grpo")
-    a = e2e_runner.run_recipe(repo_root, base / "a",
-                              e2e_runner.recipe_overrides(tiny_assets, base / "a", "heapa_grpo", steps=3))
+def grpo_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("heapa_grpo")
+
+
+@pytest.fixture(scope="module")
+def grpo_runs(tiny_assets, repo_root, e2e_runner, grpo_dir):
+    base = grpo_dir
+    a = e2e_runner.run_recipe(repo_root, base / "a", e2e_runner.recipe_overrides(
+        tiny_assets, base / "a", "heapa_grpo", steps=3) + paired_validation(base / "a"))
     ckpt = base / "a" / "ckpt" / "global_step_2"
     assert (ckpt / "data.pt").exists() and (ckpt / "heapa_state.json").exists()
     resume_copy = base / "b_ckpt" / "global_step_2"
@@ -37,9 +72,16 @@ def grpo_runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
     return a, b
 
 
+@pytest.fixture(scope="module")
+def dapo_run(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
+    out = tmp_path_factory.mktemp("heapa_dapo") / "dapo"
+    return out, *e2e_runner.run_recipe(repo_root, out, e2e_runner.recipe_overrides(
+        tiny_assets, out, "heapa_dapo", steps=3, seeds=64) + paired_validation(out))
+
+
 def test_pool_statistics_move_through_cold_archive_and_boundary(grpo_runs):
     (metrics, trace), _ = grpo_runs
-    assert set(metrics) == {1, 2, 3}
+    assert set(metrics) == {0, 1, 2, 3}  # step 0: the validation
     assert metrics[1]["select/frac_cold"] == 1.0  # nothing is measured yet: the batch is all cold seeds
     # trained records wait in the archive and return before the next selection (reinsertion `always`)
     assert metrics[1]["pool/size_archive"] == 8 and metrics[2]["pool/reinserted"] >= 8
@@ -94,10 +136,10 @@ def test_resume_trains_the_same_next_batch(grpo_runs):
     assert trace_b[3]["trained"] == trace_a[3]["trained"]
 
 
-def test_heapa_dapo_feeds_back_every_rolled_out_prompt(tiny_assets, repo_root, e2e_runner, tmp_path):
-    metrics, trace = e2e_runner.run_recipe(repo_root, tmp_path / "dapo", e2e_runner.recipe_overrides(
-        tiny_assets, tmp_path / "dapo", "heapa_dapo", steps=3, seeds=64))
-    assert set(metrics) == {1, 2, 3}
+def test_heapa_dapo_feeds_back_every_rolled_out_prompt(dapo_run):
+    _, metrics, _ = dapo_run
+    assert {1, 2, 3} <= set(metrics) <= {0, 1, 2, 3}
+    metrics = {s: m for s, m in metrics.items() if s > 0}  # step 0: the validation only
     trained = sum(metrics[s]["feedback/n_records"] for s in metrics)
     filtered = sum(metrics[s].get("feedback/evicted_groups_fed_back", 0) for s in metrics)
     total_fed = trained + filtered
@@ -114,3 +156,20 @@ def test_signal_rows_divides_the_sequence_mean_loss_by_the_rows_with_signal(grpo
     for m in metrics.values():
         signal = round(m["diag/nonzero_rows"] * 32)
         assert m["update/global_batch_size"] == max(1, signal) and m["update/optimizer_steps"] == 1.0
+
+
+def test_step0_validation_is_identical_across_methods(grpo_runs, grpo_dir, dapo_run):
+    (grpo_metrics, _), _ = grpo_runs
+    dapo_out, dapo_metrics, _ = dapo_run
+    grpo_samples = validation_samples(grpo_dir / "a")
+    dapo_samples = validation_samples(dapo_out)
+    assert sum(grpo_samples.values()) == 96, sum(grpo_samples.values())
+    # sampled at T=1, not greedy: the two samples of a problem differ somewhere (else this would prove nothing)
+    problems = Counter(problem for problem, _, _ in grpo_samples)
+    assert len({(problem, response) for problem, response, _ in grpo_samples}) > len(problems)
+    assert dapo_samples == grpo_samples
+    # the headline (mean@n of every data source) is identical; verl's best@k/worst@k bootstrap over groups keyed
+    # by random uids, so those may differ in their last digits
+    grpo_val = {k: v for k, v in grpo_metrics[0].items() if k.startswith("val-core/")}
+    headline = {k for k in grpo_val if re.search(r"/acc/mean@\d+$", k)}
+    assert headline and {k: dapo_metrics[0].get(k) for k in headline} == {k: grpo_val[k] for k in headline}
