@@ -87,7 +87,10 @@ if ! have_gpu; then
          HF_HUB_OFFLINE=1 VERL_PLATFORM=cpu VERL_FILE_LOGGER_PATH="${VERL_FILE_LOGGER_PATH:-$OUT/metrics.jsonl}"
   [[ "$CPU_LOGGERS" != *wandb* ]] ||
     echo "[verl-heapa] metrics also go to wandb ($WANDB_MODE) under $WANDB_DIR/wandb; verl_ext.compare reads it" >&2
-  exec timeout "${TIMEOUT_S:-1800}" "$PYTHON" -m recipe.heapa.ops.supervise --ckpt-dir "$(ckpt_dir "$OUT/ckpt")" -- \
+  # --foreground: a SIGTERM to this script (a scheduler's stop) or the time limit reaches the supervisor alone, which
+  # passes it to the trainer (checkpoint, exit 75, Ray shut down). Without it `timeout` signals its whole process
+  # group, Ray's workers included, and the trainer fails mid-step instead of checkpointing.
+  exec timeout --foreground "${TIMEOUT_S:-1800}" "$PYTHON" -m recipe.heapa.ops.supervise --ckpt-dir "$(ckpt_dir "$OUT/ckpt")" -- \
     "$PYTHON" -m recipe.heapa.main_heapa "${ARGS[@]}"
 fi
 

@@ -1,6 +1,7 @@
 """Run files across attempts: the metrics and trace of a killed attempt are kept, the live files never repeat a step.
 
-The e2e twin (``tests/e2e/test_launcher_cpu.py``) kills a real launcher run with SIGKILL and resumes it.
+The e2e twin (``tests/e2e/test_interrupted_launcher.py``) kills a real launcher run with SIGKILL, preempts the
+resumed one with SIGTERM and finishes it.
 """
 
 from __future__ import annotations
