@@ -79,6 +79,10 @@ class LearnerConfig:
     the ability update is multiplied by ``repeat_decay ** (times it was trained before)``: a diminishing return for
     re-training one prompt (what the policy could generalise from it, it has mostly taken), which the pool cannot
     observe. With 1 re-training a prompt teaches as much as a new one, so nothing rewards exploring the seed set.
+    ``repeat_harm`` (opt-in, 0 = off): each re-training of a prompt (every training after its first) takes
+    ``repeat_harm * spread`` from its contribution, which can then go below zero: re-training one problem sharpens
+    the policy onto it at the cost of its level (the CPU runs: the re-drawn levels lost accuracy and the actor its
+    entropy, ``docs/cpu_learning.md``), a cost the decay alone cannot express (it never teaches less than nothing).
     ``prompt_entropy_decay`` (opt-in, 0 = off, every shipped scenario): HIVE's probe reads ``(1 - decay) ** updates``
     times its noisy binary entropy (the scale moves, not the information), the policy-wide fall of a real prompt entropy while it trains (the CPU comparison:
     1.3 -> 0.4 nats in 40 steps, about 0.03 a step), which a probe ranked against older measurements mistakes for
@@ -93,6 +97,7 @@ class LearnerConfig:
     item_learning_rate: _NonNeg = 0.2
     drift_std: _NonNeg = 0.01
     repeat_decay: Fraction = 1.0
+    repeat_harm: _NonNeg = 0.0
     prompt_entropy_decay: Annotated[Float, Field(ge=0.0, le=0.99)] = 0.0
     topic_rates: list[_NonNeg] | None = None
 

@@ -13,7 +13,8 @@ learner needs exactly the properties that make that choice matter, and nothing m
   ``topic_rates`` where a scenario sets them (levels that are separate skills, some harder to learn than others:
   ``prompts.topic_per_component`` makes each difficulty component a topic); per-prompt memorisation
   (``memo``) makes re-training one prompt worth less and does not reach the test set; opt-in, ``repeat_decay``
-  discounts a prompt's share of the update by how often it was trained before (diminishing returns); a random walk
+  discounts a prompt's share of the update by how often it was trained before (diminishing returns), and
+  ``repeat_harm`` makes each re-training cost its level (sharpening: the share can go below zero); a random walk
   (``drift_std``) and the learning itself move the frontier, so statistics go stale.
 
 Latent state is kept in arrays indexed by record id (the pool allocates ids densely from 0), so every query is
@@ -136,6 +137,8 @@ class SyntheticWorld:
             q = passes / sizes
             spread = 2.0 * np.sqrt(q * (1.0 - q))
             teach = spread if cfg.repeat_decay == 1.0 else spread * cfg.repeat_decay ** self.trained[ids]
+            if cfg.repeat_harm:
+                teach = teach - cfg.repeat_harm * spread * (self.trained[ids] > 0)
             teach = teach * (sizes / sizes.mean())
             own = np.bincount(self.topic[ids], weights=teach, minlength=self.n_topics)
             gain = (1.0 - cfg.transfer) * self.n_topics * own + cfg.transfer * teach.sum()

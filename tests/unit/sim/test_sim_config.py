@@ -45,6 +45,7 @@ def test_load_by_path_and_missing_names(tmp_path):
     ({"learner": {"transfer": 2}}, "learner.transfer"),
     ({"learner": {"discrimination": 0}}, "learner.discrimination"),
     ({"learner": {"repeat_decay": 1.5}}, "learner.repeat_decay"),
+    ({"learner": {"repeat_harm": -0.1}}, "learner.repeat_harm"),
     ({"augment": {"invalid_rate": -0.1}}, "augment.invalid_rate"),
     ({"augment": {"parents": {"num_parent": 3}}}, "augment.parents: unknown keys"),
     ({"augment": {"parents": {"parent_selection": "top"}}}, "augment.parents"),
