@@ -17,7 +17,7 @@ import numpy as np
 
 from verl_ext.pool.buckets import CHILD_GROUP, SEED_GROUP, ValueBuckets
 from verl_ext.pool.checks import check_count
-from verl_ext.pool.record import AUGMENTED, POOLED, PromptRecord
+from verl_ext.pool.record import AUGMENTED, POOLED
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +29,9 @@ class PoolCapacityMixin:
         """Controlled reinsertion of archived records, oldest first (spec section 4); returns how many returned.
 
         Runs when the trigger fires; moves at most ``rate`` records into the free capacity. Under ``eviction:
-        farthest`` an archived seed that finds the pool full takes the place of the pooled child farthest from the
-        frontier, so children can never lock the seed set out. Records failing a filter (solved streak, visit cap)
+        farthest`` an archived record that finds the pool full takes the place of the pooled child farthest from
+        the frontier, so children can never lock the seed set out, and an archived child with no child to displace
+        is evicted rather than holding the queue behind it. Records failing a filter (solved streak, visit cap)
         are retired (evicted) instead. O(returned).
         """
         cfg = self.config.reinsertion
@@ -45,8 +46,10 @@ class PoolCapacityMixin:
             rec = self._records[rid]
             retire = "retired_solved" if rec.solved_streak(cfg.drop_solved_streak) else (
                 "retired_visits" if cfg.max_visits is not None and rec.visits >= cfg.max_visits else None)
-            if retire is None and room <= 0 and not self._displace_child_for(rec):
-                break
+            if retire is None and room <= 0 and not self._displace_child():
+                if rec.origin != AUGMENTED or self.config.eviction != "farthest":
+                    break
+                retire = "capacity_child"
             del self._archive[rid]
             if retire is not None:
                 self._evict(rid, retire)
@@ -60,10 +63,10 @@ class PoolCapacityMixin:
             logger.debug("step %d: reinserted %d archived records", step, returned)
         return returned
 
-    def _displace_child_for(self, rec: PromptRecord) -> bool:
-        """Make room for a returning seed by evicting the pooled child farthest from the frontier (``farthest``
+    def _displace_child(self) -> bool:
+        """Make room for a returning record by evicting the pooled child farthest from the frontier (``farthest``
         eviction only); True if room was made."""
-        if self.config.eviction != "farthest" or rec.origin == AUGMENTED:
+        if self.config.eviction != "farthest":
             return False
         b = farthest(self._scored, self._target_bucket, CHILD_GROUP)
         if b is None:

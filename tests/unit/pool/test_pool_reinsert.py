@@ -91,3 +91,41 @@ def test_reinsertion_places_every_record_by_its_value(n):
     assert pool.reinsert(step=1, batch_size=1) == n
     pool._scored.check()
     assert all(pool._scored.locate(r)[1] == pool._scored.bucket_of_value(pool.ranking_value(r)) for r in ids)
+
+
+def _archive_child_then_seed(max_pool_size: int, fill_with_children: bool):
+    """A full pool whose archive holds a measured child queued before a seed (``always`` trigger)."""
+    pool = QueryPool(PoolConfig(max_pool_size=max_pool_size, reinsertion=ReinsertionConfig(trigger="always")), seed=0)
+    parent, seed = pool.add_seed("p", "a", "s"), pool.add_seed("s", "a", "s")
+    pool.take([parent], step=0)
+    pool.feedback({parent: (2, 4)}, step=0)
+    assert pool.reinsert(step=0, batch_size=1) == 1
+    child = pool.add_child("c", "a", "s", parent_id=parent, difficulty_factor=1.0, step=1)
+    pool.take([child, seed], step=1)
+    pool.feedback({child: (1, 4), seed: (2, 4)}, step=1)
+    assert pool.archived_ids() == [child, seed]
+    for i in range(max_pool_size - 1):  # the parent plus these fill the pool
+        if fill_with_children:
+            pool.add_child(f"c{i}", "a", "s", parent_id=parent, difficulty_factor=1.0, step=2)
+        else:
+            pool.add_seed(f"q{i}", "a", "s")
+    return pool, child, seed
+
+
+def test_an_archived_child_never_holds_the_seeds_queued_behind_it():
+    """A returning child takes the place of the pooled child farthest from the frontier, as a seed does; before,
+    a child at the archive's head found no room and the seeds behind it never came back (in the simulator's
+    ``invalid_children`` the `signal` frontier's live pool ended 2,835 children of 3,000)."""
+    pool, child, seed = _archive_child_then_seed(4, fill_with_children=True)
+    assert pool.reinsert(step=2, batch_size=1) == 2
+    assert pool.archived_ids() == [] and pool.status(seed) == "pooled"
+    assert pool.counters()["evicted_capacity_child"] == 2  # one for each return (the seed's may be the child's)
+    assert len(pool) == 4
+    pool._scored.check()
+
+
+def test_an_archived_child_with_no_child_to_displace_leaves():
+    pool, child, seed = _archive_child_then_seed(3, fill_with_children=False)
+    assert pool.reinsert(step=2, batch_size=1) == 0
+    assert child not in pool and pool.counters()["evicted_capacity_child"] == 1
+    assert pool.archived_ids() == [seed]  # a seed still waits for room: no child left to displace

@@ -28,12 +28,14 @@ def world(n_topics=2, **learner):
                           LearnerConfig(**{"drift_std": 0.0, **learner}), *rngs)
 
 
-# Computed with the simulator before AR3PO was added (commit 4024fbc): fixed-n runs must not move.
+# Computed with the simulator before AR3PO was added (commit 4024fbc): fixed-n runs must not move. heapa's last
+# value was computed again when an archived child stopped holding the archive's queue (capacity.py): in this
+# 300-record pool the last evaluation moved from 0.50288 to 0.50279.
 BEFORE = {
     "uniform": ([0, 256, 512, 768], [0.45915092347841435, 0.4719216700747614, 0.48586159523797984,
                                      0.5031816873542783], 12),
     "heapa": ([0, 256, 512, 768], [0.45915092347841435, 0.4726237496539179, 0.4900086280663003,
-                                   0.5028794778692766], 10),
+                                   0.502785826250862], 10),
 }
 
 
