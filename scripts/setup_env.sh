@@ -81,8 +81,8 @@ fi
 start=$SECONDS
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # pip 23.x backtracks for many minutes through the GPU set, and downloads whole wheels to read their metadata
-# where pip >= 25 reads the index's metadata files (the GPU set's dry-run resolution: 3.4 GB and 124 CPU-s
-# against 48 CPU-s, tests/integration/recipe/ops/test_gpu_launchers.py)
+# where pip >= 25 reads the index's metadata files (the GPU set's dry-run resolution in
+# tests/integration/recipe/ops/test_gpu_launchers.py: 3.4 GB and 124 CPU-s with pip 23.2, 45 CPU-s with 26.3)
 log "upgrading pip"
 run "$PY" -m pip install --upgrade "pip>=25.1" || die "could not upgrade pip"
 if [[ "$device" == cpu ]]; then

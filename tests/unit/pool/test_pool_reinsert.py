@@ -113,9 +113,9 @@ def _archive_child_then_seed(max_pool_size: int, fill_with_children: bool):
 
 
 def test_an_archived_child_never_holds_the_seeds_queued_behind_it():
-    """A returning child takes the place of the pooled child farthest from the frontier, as a seed does; before,
-    a child at the archive's head found no room and the seeds behind it never came back (in the simulator's
-    ``invalid_children`` the `signal` frontier's live pool ended 2,835 children of 3,000)."""
+    """A returning child takes the place of the pooled child farthest from the frontier, as a seed does: a child
+    at the archive's head that waited for room would keep every seed behind it out, and children would fill the
+    pool (the simulator's ``invalid_children`` under ``signal``, docs/sim.md)."""
     pool, child, seed = _archive_child_then_seed(4, fill_with_children=True)
     assert pool.reinsert(step=2, batch_size=1) == 2
     assert pool.archived_ids() == [] and pool.status(seed) == "pooled"

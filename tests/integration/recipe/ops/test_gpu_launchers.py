@@ -226,8 +226,8 @@ def _pypi_reachable() -> bool:
 def test_the_gpu_extra_resolves_to_the_gpu_set(tmp_path):
     """pip's own report (``--dry-run``: nothing is downloaded beyond metadata, nothing installed) for
     ``.[test,gpu]`` with the constraints file is exactly the set the checks above read: the file is not stale.
-    ~1 min with pip >= 25 (the index's metadata files; pip 23 downloaded 3.4 GB of wheels, 2.4 min); needs the
-    package index."""
+    ~1 min with pip >= 25, which reads the index's metadata files (``setup_env.sh`` upgrades pip; pip 23 downloads
+    3.4 GB of wheels for this); needs the package index."""
     if not _pypi_reachable():
         pytest.skip("the package index is not reachable from here")
     import json
