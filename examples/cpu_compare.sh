@@ -20,7 +20,7 @@
 # OUT_ROOT (outputs/cpu_compare), COMPARE_OUT ($OUT_ROOT/compare), RESUME_MODE (disable: each run starts fresh),
 # LOCK (/tmp/verl_ext_e2e.lock), SKIP_DONE (1), DRY_RUN (0), PYTHON, TAG (empty; runs are named
 # <method><TAG>_s<seed>, so a variant given by overrides is its own method in the table:
-# TAG=_progress METHODS=heapa_grpo bash examples/cpu_compare.sh heapa.pool.boundary=progress),
+# TAG=_progress METHODS=heapa_grpo bash examples/cpu_compare.sh heapa.selection.kwargs.boundary=progress),
 # KEEP_DIR (empty: none): each finished run's metrics are also kept, trimmed and gzipped, in KEEP_DIR/<name>/
 # (`python -m verl_ext.compare.keep`) and the comparison then reads every run kept there, so an experiment spread
 # over days (and machines) is one table:

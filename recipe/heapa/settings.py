@@ -8,7 +8,9 @@ named (``heapa.pool.reinsertion.rate must be an integer >= 1 or null, got 0``).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import logging
 from dataclasses import field
 from typing import Annotated, Any, Literal, Mapping
 
@@ -20,12 +22,16 @@ from verl_ext.ar3po import AR3POConfig
 from verl_ext.augment import AugmentConfig, TeacherConfig
 from verl_ext.config_model import Bool, Float, Int, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
 from verl_ext.pool import PoolConfig
+from verl_ext.pool.config import FRONTIER_FIELDS
 from verl_ext.pool.lineage import LineageConfig
 from verl_ext.selection import available_strategies, get_strategy_class
-from verl_ext.selection.registry import validate_options
+from verl_ext.selection.registry import options_model, split_options, validate_options
 
+from recipe.heapa.config_surface import apply_moved_keys, legacy_pool_options
 from recipe.heapa.stages.augmentation import resolve_prompt_preset
 from recipe.heapa.ops.preemption import RunSettings
+
+logger = logging.getLogger(__name__)
 
 PLATFORMS = ("gpu", "cpu")
 SEQUENCE_MEAN_OVER = ("all_rows", "signal_rows")
@@ -146,6 +152,7 @@ _AR3PO_HINT = (" (the ar3po presets set max_per_prompt to actor_rollout_ref.roll
 
 def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
     """Validate a plain-dict ``heapa`` block (``OmegaConf.to_container(cfg.heapa, resolve=True)``), once."""
+    block = apply_moved_keys(block)
     try:
         settings = parse(HeapaSettings, {k: v for k, v in block.items() if v is not None or k not in _NULL_IS_DEFAULT})
     except HeapaConfigError as exc:
@@ -156,12 +163,28 @@ def parse_settings(block: Mapping[str, Any]) -> HeapaSettings:
     try:
         settings.selection.kwargs = validate_options(name, settings.selection.kwargs, prefix="heapa.selection.kwargs")
     except ValueError as exc:
-        raise HeapaConfigError(str(exc)) from None
+        raise HeapaConfigError(f"{exc}{_kwargs_hint(name, settings.selection.kwargs)}") from None
+    constructor, pool_options = split_options(name, settings.selection.kwargs)
+    for key, old in legacy_pool_options(block).items():  # an old command line means what it meant: it wins
+        if key in pool_options and pool_options[key] != old:
+            logger.warning("heapa.pool.%s=%r (deprecated) overrides heapa.selection.kwargs.%s=%r", key, old, key,
+                           pool_options[key])
+        pool_options.pop(key, None)
+    settings.pool = dataclasses.replace(settings.pool, **pool_options)
     try:  # built once, so a rule that spans options (greso: hard_threshold below easy_threshold) fails here too
-        get_strategy_class(name)(**settings.selection.kwargs)
+        get_strategy_class(name)(**constructor)
     except (TypeError, ValueError) as exc:
         raise HeapaConfigError(f"heapa.selection.kwargs for {name!r}: {exc}") from exc
     return settings
+
+
+def _kwargs_hint(name: str, kwargs: Mapping[str, Any]) -> str:
+    # A preset's frontier options left behind when the command line switches the strategy away from boundary.
+    stray = sorted(set(kwargs) & set(FRONTIER_FIELDS) - set(options_model(get_strategy_class(name)).model_fields))
+    if not stray:
+        return ""
+    removals = " ".join(f"~heapa.selection.kwargs.{key}" for key in stray)
+    return f" ({stray} are the boundary strategy's options, e.g. from a heapa_* preset: remove them with {removals})"
 
 
 # Sections that YAML may leave empty (``pool:`` with nothing under it): null means "all defaults", as before.
@@ -175,7 +198,7 @@ def strategy_kwargs(name: str, user_kwargs: Mapping[str, Any], seed: int, **wiri
     parameters the class declares. So every strategy follows ``heapa.seed`` unless its own ``seed`` is set.
     """
     params = inspect.signature(get_strategy_class(name)).parameters
-    kwargs = dict(user_kwargs)
+    kwargs, _ = split_options(name, user_kwargs)  # the pool's options went to its config in parse_settings
     if "seed" in params and "seed" not in kwargs:
         kwargs["seed"] = int(seed)
     for key, value in wiring.items():

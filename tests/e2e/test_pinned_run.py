@@ -94,7 +94,7 @@ def pinned_overrides(e2e_runner, assets: Path, out: Path, *, steps: int = STEPS,
     return e2e_runner.recipe_overrides(assets, out, "heapa_grpo", steps=steps, save_freq=1,
                                        resume_mode=resume_mode) + [
         "+actor_rollout_ref.rollout.engine_kwargs.hf.deterministic=true", "heapa.rows.duplicates=drop",
-        "heapa.pool.boundary=target", "heapa.pool.max_window_visits=null"]
+        "heapa.selection.kwargs.boundary=target", "heapa.selection.kwargs.max_window_visits=null"]
 
 
 @dataclass(frozen=True)

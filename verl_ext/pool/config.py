@@ -24,6 +24,12 @@ BOUNDARIES = ("target", "median", "signal", "progress")
 EVICTIONS = ("farthest", "paper")
 REINSERT_TRIGGERS = ("below_batch", "always", "never")
 EXPLORATIONS = ("adaptive", "fixed", "greedy")
+# The fields only the frontier rule (the ``boundary`` strategy, ``verl_ext/selection/frontier/``) and the pool's
+# frontier metrics read: the recipe exposes them as that strategy's options (``heapa.selection.kwargs.*``).
+FRONTIER_FIELDS = ("boundary", "target_pass_rate", "candidate_ratio", "signal_share", "progress_min_share",
+                   "progress_decay", "progress_min_count", "low_fraction", "sampling_mode", "mixed_easy_fraction",
+                   "cold_fraction", "exploration", "frontier_band", "frontier_batches", "max_window_visits",
+                   "revisit_penalty", "child_distance_penalty")
 
 
 @config_dataclass(name="pool.reinsertion", error=ConfigError)
@@ -47,9 +53,10 @@ class ReinsertionConfig:
 class PoolConfig:
     """Everything that shapes a ``QueryPool``. Defaults are measured ones (docs/sim.md); the paper's choices are
     one override away (``boundary=median``, ``estimator=last``, ``eviction=paper``, ``child_prior_strength=null``,
-    ``reinsertion.trigger=below_batch``). The frontier selection's knobs (``boundary`` to ``child_distance_penalty``)
-    are read by ``verl_ext/selection/frontier/`` (the ``boundary`` strategy) and by the pool's coverage metrics;
-    they stay here so the ``heapa.pool.*`` keys users set keep their names.
+    ``reinsertion.trigger=below_batch``). The frontier selection's knobs (``FRONTIER_FIELDS``) are read by
+    ``verl_ext/selection/frontier/`` (the ``boundary`` strategy) and by the pool's coverage metrics; they live on
+    the pool's config because the rule draws from the pool's buckets, and the recipe sets them as the strategy's
+    options (``heapa.selection.kwargs.*``).
 
     - ``max_pool_size``: live records (cold + scored + in flight); inserts beyond it evict (spec section 1).
     - ``boundary``: where the frontier is. ``target``: records whose estimate is nearest ``target_pass_rate``

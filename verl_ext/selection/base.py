@@ -25,6 +25,10 @@ class Strategy(ABC):
     """Base class. Subclasses set ``name`` (via ``register_strategy``) and implement ``select``."""
 
     name: ClassVar[str] = "base"
+    # Options that configure the pool's own draw rather than the strategy object: names of ``PoolConfig`` fields,
+    # validated with the other options (``heapa.selection.kwargs.*``) and set on the pool's config at start-up,
+    # never passed to the constructor (the boundary strategy's rule draws from the pool's buckets).
+    pool_fields: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def select(self, pool: "QueryPool", k: int, step: int) -> list[int]:

@@ -3,13 +3,15 @@
 The rule is ``verl_ext/selection/frontier/`` (``draw_batch``: the cold share of ``exploration.py``, the frontier
 draws of ``draw.py``), configured by the pool's ``boundary`` (``target`` pass rate, the paper's ``median``,
 ``signal`` or the measured split ``progress``),
-``cold_fraction`` and ``exploration``, ``sampling_mode`` and child cap (``heapa.pool.*``, where users set them).
+``cold_fraction`` and ``exploration``, ``sampling_mode`` and ``child_distance_penalty``: the strategy's options
+(``heapa.selection.kwargs.*`` in the recipe), which the recipe sets on the pool's config.
 The pool only stores: it hands its buckets, cold queue, RNG and coverage measurements to the rule.
 """
 
 from __future__ import annotations
 
 from verl_ext.pool import QueryPool
+from verl_ext.pool.config import FRONTIER_FIELDS
 from verl_ext.selection.base import Strategy
 from verl_ext.selection.frontier import draw_batch
 from verl_ext.selection.registry import register_strategy
@@ -18,7 +20,10 @@ from verl_ext.selection.registry import register_strategy
 @register_strategy("boundary")
 class BoundaryStrategy(Strategy):
     """Boundary (capability-frontier) sampling from the pool. No state of its own: the RNG and the coverage state
-    the rule reads are the pool's, checkpointed with it (where runs written before the rule moved keep them)."""
+    the rule reads are the pool's, checkpointed with it (where runs written before the rule moved keep them). Its
+    options (``boundary``, ``cold_fraction``, ...) are fields of the pool's config, which the rule reads."""
+
+    pool_fields = FRONTIER_FIELDS
 
     def __init__(self) -> None:
         self._last: dict[str, float] = {}

@@ -10,6 +10,7 @@ it before the body runs, so ``heapa.selection.kwargs.candidate_ratio=abc`` fails
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError, create_model
 
 from verl_ext.config_model import CONFIG, explain
+from verl_ext.pool.config import PoolConfig
 from verl_ext.selection.base import Strategy
 
 _REGISTRY: dict[str, type[Strategy]] = {}
@@ -58,7 +60,8 @@ def register_strategy(name: str) -> Callable[[S], S]:
 
 
 def options_model(cls: type[Strategy]) -> type[BaseModel]:
-    """The pydantic model of ``cls``'s constructor options: one field per parameter, typed by its annotation."""
+    """The pydantic model of ``cls``'s options: one field per constructor parameter, typed by its annotation, plus
+    its ``pool_fields``, typed and defaulted as on ``PoolConfig``."""
     model = cls.__dict__.get("__options_model__")
     if model is None:
         init = inspect.unwrap(cls.__init__)
@@ -66,9 +69,25 @@ def options_model(cls: type[Strategy]) -> type[BaseModel]:
         params = list(inspect.signature(init).parameters.values())[1:]
         fields = {p.name: (hints.get(p.name, Any), ... if p.default is p.empty else p.default) for p in params
                   if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        fields.update(_pool_options(cls.pool_fields))
         model = create_model(f"{cls.__name__}Options", __config__=CONFIG, **fields)
         cls.__options_model__ = model  # type: ignore[attr-defined]
     return model
+
+
+def _pool_options(names: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
+    if not names:
+        return {}
+    hints = typing.get_type_hints(PoolConfig, include_extras=True)
+    defaults = {f.name: f.default for f in dataclasses.fields(PoolConfig)}
+    return {name: (hints[name], defaults[name]) for name in names}
+
+
+def split_options(name: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``options`` of strategy ``name`` as (constructor arguments, ``PoolConfig`` fields it sets)."""
+    pool_fields = set(get_strategy_class(name).pool_fields)
+    return ({k: v for k, v in options.items() if k not in pool_fields},
+            {k: v for k, v in options.items() if k in pool_fields})
 
 
 def _validated(cls: type[Strategy], kwargs: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -68,12 +68,12 @@ def test_bad_knobs_fail_early(repo_dir):
 
 
 def test_a_tag_names_a_variant_as_its_own_method(repo_dir, tmp_path):
-    out = dry_run(repo_dir, "heapa.pool.boundary=progress", METHODS="heapa_grpo", SEEDS="3", TAG="_progress",
+    out = dry_run(repo_dir, "heapa.selection.kwargs.boundary=progress", METHODS="heapa_grpo", SEEDS="3", TAG="_progress",
                   OUT_ROOT=str(tmp_path), LOCK="")
     assert out.returncode == 0, out.stderr
     [cmd, compare] = [shlex.split(x) for x in out.stdout.splitlines()]
     assert "EXP_NAME=heapa_grpo_progress_s3" in cmd and f"OUT_DIR={tmp_path / 'heapa_grpo_progress_s3'}" in cmd
-    assert str(repo_dir / "scripts" / "run_heapa_grpo_qwen.sh") in cmd and cmd[-1] == "heapa.pool.boundary=progress"
+    assert str(repo_dir / "scripts" / "run_heapa_grpo_qwen.sh") in cmd and cmd[-1] == "heapa.selection.kwargs.boundary=progress"
     assert compare[3] == str(tmp_path / "heapa_grpo_progress_s3")
 
 

@@ -111,7 +111,9 @@ def test_cpu_preset_mirrors_the_cpu_override_list():
 @pytest.mark.parametrize(
     "override, needle",
     [
-        ("heapa.pool.low_fraction=2.0", "heapa.pool"),
+        ("heapa.pool.low_fraction=2.0", "heapa.pool.low_fraction"),
+        ("++heapa.selection.kwargs.low_fraction=2.0", "heapa.selection.kwargs.low_fraction"),
+        ("++heapa.selection.kwargs.cold_fracton=0.3", "unknown keys"),
         ("heapa.selection.name=nope", "heapa.selection.name"),
         ("heapa.lineage.method=mean", "heapa.lineage"),
         ("heapa.platform=tpu", "heapa.platform"),

@@ -31,6 +31,23 @@ def test_bad_kwargs_name_the_strategy():
         build_strategy("uniform", sedd=1)
 
 
+def test_the_boundary_options_are_the_pool_configs_frontier_fields_typed_as_there():
+    from verl_ext.pool.config import FRONTIER_FIELDS, PoolConfig
+
+    assert get_strategy_class("boundary").pool_fields == FRONTIER_FIELDS
+    assert registry.validate_options("boundary", {"boundary": "signal", "max_window_visits": None}) == \
+        {"boundary": "signal", "max_window_visits": None}
+    with pytest.raises(ValueError, match="x.boundary must be one of"):
+        registry.validate_options("boundary", {"boundary": "middle"}, prefix="x")
+    with pytest.raises(ValueError, match="x.cold_fraction must be a number"):
+        registry.validate_options("boundary", {"cold_fraction": 1.5}, prefix="x")
+    assert registry.split_options("boundary", {"boundary": "target"}) == ({}, {"boundary": "target"})
+    assert registry.split_options("uniform", {"seed": 1}) == ({"seed": 1}, {})
+    defaults = registry.options_model(get_strategy_class("boundary"))()
+    assert {name: getattr(defaults, name) for name in FRONTIER_FIELDS} == \
+        {name: getattr(PoolConfig(), name) for name in FRONTIER_FIELDS}
+
+
 def test_register_custom_strategy_and_conflicts(monkeypatch):
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
