@@ -10,6 +10,7 @@ import logging
 import os
 
 from verl_ext.cpu import console
+from verl_ext.cpu.numerics import PINNED_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +22,8 @@ ENV_DEFAULTS = {
     "TOKENIZERS_PARALLELISM": "false",
     # thread counts that match the cores, verl's INFO chatter and progress refreshes off the console (console.py)
     **console.env_defaults(),
+    # the same float results on every x86 CPU, so a seeded CPU run samples the same responses anywhere (numerics.py)
+    **PINNED_ENV,
 }
 _registered = False
 

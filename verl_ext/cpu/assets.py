@@ -8,8 +8,9 @@
 
 Nothing is downloaded: the tokenizer is trained on the task's own text and the model gets a short supervised
 warm start (answers and augmentation rewrites) so its pass rates sit between 0 and 1 — a random model earns
-reward 0 everywhere and GRPO would learn nothing. The build is deterministic and cached: a second call with
-the same settings returns at once.
+reward 0 everywhere and GRPO would learn nothing. The build is deterministic on every x86 CPU (it computes with
+the kernels ``numerics.py`` pins, in a child process when the caller's are not) and cached: a second call with the
+same settings returns at once.
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ import json
 import logging
 import os
 import random
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from verl_ext.augment import protocol
+from verl_ext.cpu.numerics import pinned, pinned_env
 from verl_ext.tasks import arithmetic
 
 logger = logging.getLogger(__name__)
 
-ASSET_VERSION = 3
+ASSET_VERSION = 4  # 4: built with the pinned kernels (numerics.py); 3 was the build of whichever CPU ran it
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -68,15 +71,10 @@ class AssetConfig:
     boxed_share: float = 1.0
 
     def digest(self) -> str:
-        fields = asdict(self)
-        for key, default in _ADDED_LATER.items():  # fields added after version 3 keep older caches valid
-            if fields[key] == default:
-                del fields[key]
-        blob = json.dumps({"v": ASSET_VERSION, **fields}, sort_keys=True).encode()
+        blob = json.dumps({"v": ASSET_VERSION, **asdict(self)}, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-_ADDED_LATER = {"boxed_share": 1.0}
 # Named builds. ``tiny``: the tests' and quickstart's default (the warm start answers in the verifier's format).
 # ``learn``: the same model size and task with half the warm-start answers unboxed and a 512-problem validation
 # set, so a short CPU run shows GRPO raising validation accuracy (docs/cpu_learning.md). ``gpu``: see below.
@@ -247,8 +245,6 @@ def build_assets(out: str | os.PathLike, cfg: AssetConfig | None = None, force: 
 
 
 def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
-    import torch
-
     manifest_path = out / "manifest.json"
     if not force and manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())
@@ -260,10 +256,31 @@ def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
                 f"{out} holds the '{held}' asset build, not the one asked for (digest {cfg.digest()}): choose "
                 f"another --out / VERL_EXT_ASSETS, ask for '{held}' (ASSETS_PROFILE={held}), or pass --force"
             )
+    if pinned():
+        return _build(out, cfg)
+    # this process's torch may already compute with its CPU's own kernels: build in a child started pinned, so the
+    # model is the same on every x86 CPU (numerics.py)
+    subprocess.run([sys.executable, "-c", _BUILD_IN_CHILD, str(out), json.dumps(asdict(cfg))], env=pinned_env(),
+                   check=True)
+    return out
+
+
+_BUILD_IN_CHILD = ("import json, logging, sys; from pathlib import Path; "
+                   "from verl_ext.cpu.assets import AssetConfig, _build; "
+                   "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(message)s'); "
+                   "_build(Path(sys.argv[1]), AssetConfig(**json.loads(sys.argv[2])))")
+# Reductions split their work by thread: the same count on every machine, whatever its cores.
+BUILD_THREADS = 2
+
+
+def _build(out: Path, cfg: AssetConfig) -> Path:
+    """Build into ``out`` in this process (its kernels pinned by the caller)."""
+    import torch
+
     start = time.time()
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     (tmp / "model").mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(BUILD_THREADS)
     tokenizer = train_tokenizer(cfg, tmp / "model")
     model = build_model(cfg, tokenizer)
     fit = warm_start(cfg, model, tokenizer)

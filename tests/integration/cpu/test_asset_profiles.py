@@ -1,4 +1,4 @@
-"""Asset profiles: the tiny build keeps its cache key, the learn build differs where it says it does."""
+"""Asset profiles: the cache key, the learn build differs where it says it does, the build runs pinned."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from verl_ext.cpu import assets
 from verl_ext.tasks import arithmetic
 
 
-def test_tiny_profile_keeps_the_cache_key_of_builds_before_profiles():
-    # 6c0255d4318a16b2: the digest of AssetConfig() before boxed_share existed; older caches stay valid
-    assert assets.PROFILES["tiny"].digest() == assets.AssetConfig().digest() == "6c0255d4318a16b2"
+def test_the_cache_key_changes_with_the_asset_version():
+    # 6c0255d4318a16b2: version 3, built with whichever kernels the building CPU had; such a cache is rebuilt
+    assert assets.PROFILES["tiny"].digest() == assets.AssetConfig().digest() == "38a1862c24988316"
     learn = assets.PROFILES["learn"]
     assert learn.digest() != assets.AssetConfig().digest()
     assert learn.val_rows >= 500 and 0 < learn.boxed_share < 1
@@ -56,3 +56,21 @@ def test_a_folder_holding_another_profile_is_not_overwritten(tmp_path, capsys):
     assert "holds the 'tiny' asset build" in capsys.readouterr().err
     assert json.loads((out / "manifest.json").read_text()) == manifest  # untouched
     assert assets.build_assets(out, assets.PROFILES["tiny"]) == out.resolve()  # the matching profile is reused
+
+
+def test_an_unpinned_caller_builds_in_a_pinned_child(tmp_path, monkeypatch):
+    from verl_ext.cpu.numerics import PINNED_ENV
+
+    calls = []
+    monkeypatch.setattr(assets.subprocess, "run", lambda cmd, env, check: calls.append((cmd, env)))
+    for key in PINNED_ENV:
+        monkeypatch.delenv(key, raising=False)
+    assets.build_assets(tmp_path / "a", assets.PROFILES["tiny"])
+    [(cmd, env)] = calls
+    assert cmd[-2] == str((tmp_path / "a").resolve()) and all(env[k] == v for k, v in PINNED_ENV.items())
+    built = []
+    monkeypatch.setattr(assets, "_build", lambda out, cfg: built.append(cfg) or out)
+    for key, value in PINNED_ENV.items():
+        monkeypatch.setenv(key, value)
+    assets.build_assets(tmp_path / "b", assets.PROFILES["learn"])  # already pinned: no child
+    assert built == [assets.PROFILES["learn"]] and len(calls) == 1
