@@ -7,8 +7,8 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CORE = ("verl_ext.pool", "verl_ext.selection", "verl_ext.augment", "verl_ext.ar3po", "verl_ext.reward",
-        "verl_ext.sim")
+CORE = ("verl_ext.pool", "verl_ext.selection", "verl_ext.augment", "verl_ext.ar3po", "verl_ext.allocation",
+        "verl_ext.reward", "verl_ext.sim")
 FRAMEWORKS = ("verl", "ray", "torch", "transfer_queue")
 
 

@@ -1,4 +1,5 @@
-"""A step's rollouts in the simulator: GRPO's fixed groups, or AR3PO's staged groups with response reuse.
+"""A step's rollouts in the simulator: GRPO's fixed groups, AR3PO's staged groups with response reuse, or the
+step's ``k * n`` responses spread by the budget allocator (``verl_ext.allocation``).
 
 Why the real AR3PO core: the allocation rule under test is ``verl_ext.ar3po``'s ``StagePlanner`` and the reuse is
 its ``ResponseBank``, so the simulator measures the code the recipe runs; only generation is replaced by the
@@ -13,12 +14,15 @@ What each consumer hears (as in the recipe): ``passes``/``sizes`` are the genera
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from verl_ext.allocation import AllocationConfig, allocate, prior_support
 from verl_ext.ar3po import AR3POConfig, ResponseBank, StagePlanner
+from verl_ext.pool import QueryPool
 from verl_ext.sim.config import TrainConfig
 from verl_ext.sim.world import SyntheticWorld
 
@@ -83,3 +87,23 @@ class StagedRollout:
             for j in np.flatnonzero(passes > 0):  # bank the fresh successes after planning, as the recipe does
                 self.bank.put(int(ids[j]), {"token_ids": [step], "acc": 1.0}, step)
         return StepRollout(passes, sizes, learn_passes, reused)
+
+
+class AllocatedRollout:
+    """The allocator's rollout: the step's ``k * n`` responses spread over its prompts from the pool's estimates
+    (``ranking_value``: lineage-aware, a child's prior before its first measurement); a prompt never measured
+    takes the pass rates of the last ``history`` groups as its belief. The update hears the groups as generated."""
+
+    def __init__(self, config: AllocationConfig, world: SyntheticWorld, pool: QueryPool, n: int,
+                 history: int = 1024) -> None:
+        self.minimum, self.maximum = config.bounds(n)
+        self.world, self.pool, self.n = world, pool, n
+        self.recent: deque[float] = deque(maxlen=history)
+
+    def __call__(self, ids: np.ndarray, step: int) -> StepRollout:
+        prior = prior_support(self.recent)
+        beliefs = [prior if (v := self.pool.ranking_value(int(i))) is None else v for i in ids]
+        sizes = np.asarray(allocate(beliefs, len(ids) * self.n, self.minimum, self.maximum), dtype=np.int64)
+        passes = self.world.rollout(ids, sizes)
+        self.recent.extend((passes / sizes).tolist())
+        return StepRollout(passes, sizes, passes)

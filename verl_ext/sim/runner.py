@@ -26,7 +26,8 @@ from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import Strategy, build_strategy, get_strategy_class
 from verl_ext.sim.augment import SimAugmenter
 from verl_ext.sim.config import ScenarioConfig
-from verl_ext.sim.rollout import StagedRollout, ar3po_config, fixed_rollout
+from verl_ext.allocation import AllocationConfig
+from verl_ext.sim.rollout import AllocatedRollout, StagedRollout, ar3po_config, fixed_rollout
 from verl_ext.sim.world import SyntheticWorld
 
 
@@ -40,6 +41,7 @@ class SimStrategy:
     pool: dict[str, Any] = field(default_factory=dict)  # PoolConfig fields over the scenario's (ablations)
     options: dict[str, Any] = field(default_factory=dict)  # strategy options under the scenario's (ablations)
     ar3po: dict[str, Any] | None = None  # AR3POConfig fields: staged groups up to train.n, reuse; None = fixed n
+    allocation: dict[str, Any] | None = None  # AllocationConfig fields: k * n responses spread; None = fixed n
 
 
 # stages of 4 up to the scenario's train.n (the ceiling), reuse of a success banked within 64 steps
@@ -75,6 +77,11 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "uniform_ar3po_mixed": SimStrategy("uniform", ar3po={**AR3PO_SIM, "extend": "mixed"}),
     "heapa_ar3po": SimStrategy("boundary", augment=True, lineage=True, ar3po=AR3PO_SIM),
     "heapa_ar3po_mixed": SimStrategy("boundary", augment=True, lineage=True, ar3po={**AR3PO_SIM, "extend": "mixed"}),
+    # the step's k * n responses spread from the pool's estimates (verl_ext.allocation; docs/sim.md)
+    "uniform_alloc": SimStrategy("uniform", allocation={}),
+    "heapa_alloc": SimStrategy("boundary", augment=True, lineage=True, allocation={}),
+    "heapa_signal_alloc": SimStrategy("boundary", augment=True, lineage=True, pool={"boundary": "signal"},
+                                      allocation={}),
 }
 
 StrategyFactory = Callable[[SyntheticWorld, int], Strategy]
@@ -189,8 +196,13 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
         strat = build_sim_strategy(strategy, config, world, strategy_seed, probe)
     refresher = LineageRefresher(pool, config.lineage_config()) if spec.lineage else None
     augmenter = SimAugmenter(config.augment, world, pool, refresher, rng_aug) if spec.augment else None
-    staged = (StagedRollout(ar3po_config(spec.ar3po, config.train), world, n_train)
-              if spec.ar3po is not None else None)
+    if spec.ar3po is not None and spec.allocation is not None:
+        raise ValueError(f"simulator strategy {strategy!r}: AR3PO's stages and the allocator both size the groups")
+    staged: StagedRollout | AllocatedRollout | None = None
+    if spec.ar3po is not None:
+        staged = StagedRollout(ar3po_config(spec.ar3po, config.train), world, n_train)
+    elif spec.allocation is not None:
+        staged = AllocatedRollout(AllocationConfig(**spec.allocation), world, pool, config.train.n)
 
     result = _train(config, world, pool, strat, augmenter, refresher, staged)
     result.strategy, result.seed = strategy, seed
@@ -203,7 +215,7 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
 
 def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat: Strategy,
            augmenter: SimAugmenter | None, refresher: LineageRefresher | None,
-           staged: StagedRollout | None = None) -> RunResult:
+           staged: StagedRollout | AllocatedRollout | None = None) -> RunResult:
     """The step loop, until the rollout budget is spent or the pool has nothing left to hand out. Feedback,
     observe, augmentation and the cost hear the generated groups (size m each); the update also the reused success."""
     train = config.train
