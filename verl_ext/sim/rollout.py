@@ -1,5 +1,5 @@
-"""A step's rollouts in the simulator: GRPO's fixed groups, AR3PO's staged groups with response reuse, or the
-step's ``k * n`` responses spread by the budget allocator (``verl_ext.allocation``).
+"""A step's rollouts in the simulator: GRPO's fixed groups, AR3PO's staged groups with response reuse, the
+step's ``k * n`` responses spread by the budget allocator, or Reinforce-Ada's rounds (``verl_ext.allocation``).
 
 Why the real AR3PO core: the allocation rule under test is ``verl_ext.ar3po``'s ``StagePlanner`` and the reuse is
 its ``ResponseBank``, so the simulator measures the code the recipe runs; only generation is replaced by the
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from verl_ext.allocation import AllocationConfig, allocate, prior_support
+from verl_ext.allocation import AllocationConfig, RoundsConfig, allocate, has_exited, kept_passes, prior_support
 from verl_ext.ar3po import AR3POConfig, ResponseBank, StagePlanner
 from verl_ext.pool import QueryPool
 from verl_ext.sim.config import TrainConfig
@@ -30,12 +30,14 @@ from verl_ext.sim.world import SyntheticWorld
 @dataclass
 class StepRollout:
     """One step's groups: generated ``passes`` out of ``sizes``; ``learn_passes`` = ``passes`` plus reused
-    successes (what the update sees); ``reused`` groups that got a banked success."""
+    successes (what the update sees, out of ``learn_sizes`` when set); ``reused`` groups that got a banked
+    success."""
 
     passes: np.ndarray
     sizes: np.ndarray
     learn_passes: np.ndarray
     reused: int = 0
+    learn_sizes: np.ndarray | None = None  # the groups the update sees, when not the generated ones (Reinforce-Ada)
 
 
 def fixed_rollout(world: SyntheticWorld, ids: np.ndarray, n: int) -> StepRollout:
@@ -107,3 +109,28 @@ class AllocatedRollout:
         passes = self.world.rollout(ids, sizes)
         self.recent.extend((passes / sizes).tolist())
         return StepRollout(passes, sizes, passes)
+
+
+class RoundsRollout:
+    """Reinforce-Ada's rollout: rounds until each prompt's exit rule holds or it reaches the cap. The pool hears
+    every generated response; the update hears the ``n`` kept (``kept_passes``), so its groups are GRPO's size.
+    The paper's baseline from every generated response is not modelled: the learner's spread is the kept group's."""
+
+    def __init__(self, config: RoundsConfig, world: SyntheticWorld, n: int) -> None:
+        self.round_size, self.cap = config.sizes(n)
+        self.rule, self.world, self.n = config.exit, world, n
+
+    def __call__(self, ids: np.ndarray, step: int) -> StepRollout:
+        passes = np.zeros(len(ids), dtype=np.int64)
+        sizes = np.zeros(len(ids), dtype=np.int64)
+        active = np.arange(len(ids))
+        while active.size:
+            draw = np.minimum(self.round_size, self.cap - sizes[active])
+            passes[active] += self.world.rollout(ids[active], draw)
+            sizes[active] += draw
+            done = [sizes[j] >= self.cap or (sizes[j] >= self.n and has_exited(int(passes[j]), int(sizes[j]),
+                                                                                 self.n, self.rule))
+                    for j in active]
+            active = active[~np.asarray(done, dtype=bool)]
+        kept = np.array([kept_passes(int(p), int(m), self.n) for p, m in zip(passes, sizes)], dtype=np.int64)
+        return StepRollout(passes, sizes, kept, learn_sizes=np.full(len(ids), self.n, dtype=np.int64))

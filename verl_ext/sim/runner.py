@@ -26,8 +26,8 @@ from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import Strategy, build_strategy, get_strategy_class
 from verl_ext.sim.augment import SimAugmenter
 from verl_ext.sim.config import ScenarioConfig
-from verl_ext.allocation import AllocationConfig
-from verl_ext.sim.rollout import AllocatedRollout, StagedRollout, ar3po_config, fixed_rollout
+from verl_ext.allocation import AllocationConfig, RoundsConfig
+from verl_ext.sim.rollout import AllocatedRollout, RoundsRollout, StagedRollout, ar3po_config, fixed_rollout
 from verl_ext.sim.world import SyntheticWorld
 
 
@@ -42,6 +42,7 @@ class SimStrategy:
     options: dict[str, Any] = field(default_factory=dict)  # strategy options under the scenario's (ablations)
     ar3po: dict[str, Any] | None = None  # AR3POConfig fields: staged groups up to train.n, reuse; None = fixed n
     allocation: dict[str, Any] | None = None  # AllocationConfig fields: k * n responses spread; None = fixed n
+    rounds: dict[str, Any] | None = None  # RoundsConfig fields: Reinforce-Ada's rounds; None = fixed n
 
 
 # stages of 4 up to the scenario's train.n (the ceiling), reuse of a success banked within 64 steps
@@ -82,6 +83,10 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "heapa_alloc": SimStrategy("boundary", augment=True, lineage=True, allocation={}),
     "heapa_signal_alloc": SimStrategy("boundary", augment=True, lineage=True, pool={"boundary": "signal"},
                                       allocation={}),
+    # Reinforce-Ada (verl_ext.allocation.rounds): rounds of n until the exit rule holds, up to 4n; docs/sim.md
+    "reinforce_ada": SimStrategy("uniform", rounds={}),
+    "reinforce_ada_positive": SimStrategy("uniform", rounds={"exit": "positive"}),
+    "heapa_reinforce_ada": SimStrategy("boundary", augment=True, lineage=True, rounds={}),
 }
 
 StrategyFactory = Callable[[SyntheticWorld, int], Strategy]
@@ -196,13 +201,16 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
         strat = build_sim_strategy(strategy, config, world, strategy_seed, probe)
     refresher = LineageRefresher(pool, config.lineage_config()) if spec.lineage else None
     augmenter = SimAugmenter(config.augment, world, pool, refresher, rng_aug) if spec.augment else None
-    if spec.ar3po is not None and spec.allocation is not None:
-        raise ValueError(f"simulator strategy {strategy!r}: AR3PO's stages and the allocator both size the groups")
-    staged: StagedRollout | AllocatedRollout | None = None
+    if sum(x is not None for x in (spec.ar3po, spec.allocation, spec.rounds)) > 1:
+        raise ValueError(f"simulator strategy {strategy!r}: AR3PO's stages, the allocator and Reinforce-Ada's rounds "
+                         "each size the groups; pick one")
+    staged: StagedRollout | AllocatedRollout | RoundsRollout | None = None
     if spec.ar3po is not None:
         staged = StagedRollout(ar3po_config(spec.ar3po, config.train), world, n_train)
     elif spec.allocation is not None:
         staged = AllocatedRollout(AllocationConfig(**spec.allocation), world, pool, config.train.n)
+    elif spec.rounds is not None:
+        staged = RoundsRollout(RoundsConfig(**spec.rounds), world, config.train.n)
 
     result = _train(config, world, pool, strat, augmenter, refresher, staged)
     result.strategy, result.seed = strategy, seed
@@ -215,7 +223,7 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
 
 def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat: Strategy,
            augmenter: SimAugmenter | None, refresher: LineageRefresher | None,
-           staged: StagedRollout | AllocatedRollout | None = None) -> RunResult:
+           staged: StagedRollout | AllocatedRollout | RoundsRollout | None = None) -> RunResult:
     """The step loop, until the rollout budget is spent or the pool has nothing left to hand out. Feedback,
     observe, augmentation and the cost hear the generated groups (size m each); the update also the reused success."""
     train = config.train
@@ -232,7 +240,7 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
         results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}
         pool.feedback(results, step)
         strat.observe(results, step)
-        world.learn(ids, draw.learn_passes, sizes, batch_size=k)
+        world.learn(ids, draw.learn_passes, sizes if draw.learn_sizes is None else draw.learn_sizes, batch_size=k)
         spent += int(sizes.sum())
         out.groups += len(ids)
         out.reused += draw.reused

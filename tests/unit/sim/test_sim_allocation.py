@@ -42,5 +42,27 @@ def test_the_allocation_follows_the_pools_estimates():
 
 def test_stages_and_allocation_do_not_combine(monkeypatch):
     monkeypatch.setitem(SIM_STRATEGIES, "both", SimStrategy("uniform", ar3po={}, allocation={}))
-    with pytest.raises(ValueError, match="both size the groups"):
+    with pytest.raises(ValueError, match="each size the groups"):
         run_simulation(ScenarioConfig.from_dict(SMALL), "both", seed=0)
+
+
+@pytest.mark.parametrize("name", ["reinforce_ada", "reinforce_ada_positive", "heapa_reinforce_ada"])
+def test_reinforce_ada_samples_more_and_updates_on_groups_of_n(name):
+    res = run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5)
+    assert res.responses >= 768 and res.responses_per_prompt >= 8.0  # the budget runs out in fewer steps
+    assert res.steps < 12 or res.responses_per_prompt == 8.0
+    assert res.same_outcome(run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5))
+
+
+def test_a_prompt_leaves_its_rounds_once_balanced_or_capped():
+    from verl_ext.allocation import RoundsConfig
+    from verl_ext.sim.rollout import RoundsRollout
+
+    rngs = [np.random.default_rng(s) for s in range(3)]
+    world = SyntheticWorld(PromptsConfig(n_train=3, n_test=4, n_topics=1), LearnerConfig(drift_std=0.0), *rngs)
+    ids = np.arange(3)
+    world.register(ids, np.array([0.0, 12.0, -12.0]), np.zeros(3, dtype=np.int64), np.ones(3, dtype=bool))
+    draw = RoundsRollout(RoundsConfig(), world, n=8)(ids, 0)
+    assert draw.sizes[1] == draw.sizes[2] == 32  # (almost) never / always solved: the cap
+    assert draw.learn_sizes.tolist() == [8, 8, 8] and draw.learn_passes[0] == 4
+    assert draw.learn_passes[1] == min(draw.passes[1], 4) and draw.learn_passes[2] == 8 - min(32 - draw.passes[2], 4)
