@@ -16,9 +16,12 @@ tiny model (30 steps of forward, backward and AdamW, 2 threads): 0.55 s unpinned
 from __future__ import annotations
 
 import os
+import platform
 from collections.abc import Mapping
 
-PINNED_ENV = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"}
+# x86 only: elsewhere torch has no MKL and names other capabilities, and nothing here is pinned.
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+PINNED_ENV = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"} if X86 else {}
 
 
 def pinned(env: Mapping[str, str] | None = None) -> bool:
