@@ -34,6 +34,7 @@ import transfer_queue as tq
 from omegaconf import OmegaConf
 
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ, apply_greedy_sampling_params
+from verl_ext.adapters.heapa_block import apply_moved_keys
 from verl_ext.ar3po import AR3POConfig, StagePlanner
 from verl_ext.reward.extra_info import acc_of
 
@@ -46,12 +47,13 @@ MANAGER_FQN = f"{__name__}.StagedAgentLoopManager"  # what heapa.ar3po.enabled i
 def ar3po_settings(config: Any) -> tuple[AR3POConfig | None, str]:
     """``(AR3POConfig or None when off, acc field)`` from a trainer config (``heapa.ar3po``, ``heapa.feedback``)."""
     heapa = config.get("heapa") if config is not None else None
-    block = heapa.get("ar3po") if heapa is not None else None
-    if block is None:
+    if heapa is None or heapa.get("ar3po") is None:
         return None, "acc"
-    data = OmegaConf.to_container(block, resolve=True) if OmegaConf.is_config(block) else dict(block)
-    cfg = AR3POConfig.from_dict(data)
-    feedback = heapa.get("feedback") or {}
+    plain = {key: OmegaConf.to_container(heapa[key], resolve=True) if OmegaConf.is_config(heapa[key]) else heapa[key]
+             for key in ("ar3po", "feedback") if heapa.get(key) is not None}
+    block = apply_moved_keys(plain, warn=False)  # the driver warned; a null moved key is unset here too
+    cfg = AR3POConfig.from_dict(block["ar3po"])
+    feedback = block.get("feedback") or {}
     return (cfg if cfg.enabled else None), str(feedback.get("acc_field", "acc"))
 
 
