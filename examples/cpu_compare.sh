@@ -91,6 +91,8 @@ run_cmd() {  # the command for one method x seed, one word per array element
     CMD+=(METHOD="$m" bash "$ROOT/scripts/run_ar3po_qwen.sh")
   elif [[ "$m" == hive_* ]]; then
     CMD+=(METHOD="$m" bash "$ROOT/scripts/run_hive_qwen.sh")
+  elif [[ "$m" == *reinforce_ada* ]]; then
+    CMD+=(METHOD="$m" bash "$ROOT/scripts/run_reinforce_ada_qwen.sh")
   else
     CMD+=(bash -c 'METHOD="$0"; source "$1" "${@:2}"' "$m" "$ROOT/scripts/_launch.sh")
   fi

@@ -17,13 +17,15 @@ PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 [[ -x "$PYTHON" ]] || PYTHON=python3
 OUT="${OUT:-$ROOT/outputs/gpu_smoke}"
 ASSETS="${ASSETS:-$ROOT/.assets/gpu}"
-METHODS="${METHODS:-grpo dapo ps heapa_grpo heapa_dapo ar3po_grpo ar3po_dapo heapa_ar3po hive_grpo hive_dapo}"
+METHODS="${METHODS:-grpo dapo ps heapa_grpo heapa_dapo ar3po_grpo ar3po_dapo heapa_ar3po hive_grpo hive_dapo \
+reinforce_ada reinforce_ada_dapo heapa_reinforce_ada}"
 DRY="${SMOKE_DRY_RUN:-0}"
 
 script_for() {
   case "$1" in
     ar3po_*|heapa_ar3po) echo run_ar3po_qwen.sh ;;
     hive_*) echo run_hive_qwen.sh ;;
+    *reinforce_ada*) echo run_reinforce_ada_qwen.sh ;;
     heapa_grpo|heapa_dapo|grpo|dapo|ps) echo "run_${1}_qwen.sh" ;;
     *) echo "gpu_smoke.sh: unknown method '$1'" >&2; return 2 ;;
   esac

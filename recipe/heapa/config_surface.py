@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from verl_ext.adapters.heapa_block import MOVED_KEYS, apply_moved_keys  # noqa: F401  (the recipe's names for them)
 from verl_ext.pool.config import FRONTIER_FIELDS
 
-PUBLIC_LEAF_LIMIT = 70
+PUBLIC_LEAF_LIMIT = 75  # 74 today: one screen; a method that needs more moves plumbing to INTERNAL_KEYS first
 
 INTERNAL_KEYS = (
     "pool.metrics_window", "pool.resolution", "pool.archive_capacity", "pool.history_length", "pool.track_changes",

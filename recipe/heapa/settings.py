@@ -14,10 +14,11 @@ import logging
 from dataclasses import field
 from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from verl_ext.adapters.feedback import PASS_THRESHOLD
 from verl_ext.adapters.rows import RowFormat
+from verl_ext.allocation import RoundsConfig
 from verl_ext.ar3po import AR3POConfig
 from verl_ext.augment import AugmentConfig, TeacherConfig
 from verl_ext.config_model import Bool, Float, Int, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
@@ -117,6 +118,7 @@ class HeapaSettings:
     trace_file: Str | None = None
     poll_interval_s: Annotated[Float, Field(gt=0.0)] | None = None
     ar3po: AR3POConfig = field(default_factory=AR3POConfig)
+    reinforce_ada: RoundsConfig = field(default_factory=RoundsConfig)
     hive: HiveSettings = field(default_factory=HiveSettings)
     run: RunSettings = field(default_factory=RunSettings)
     update: UpdateSettings = field(default_factory=UpdateSettings)
@@ -136,6 +138,13 @@ class HeapaSettings:
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return value or None
+
+    @model_validator(mode="after")
+    def _one_staged_rollout(self) -> "HeapaSettings":
+        if self.ar3po.enabled and self.reinforce_ada.enabled:
+            raise Invalid("cannot be on with heapa.ar3po.enabled: each rolls a prompt out by its own rule; pick one",
+                          field="reinforce_ada.enabled", value=True)
+        return self
 
     @property
     def selection_name(self) -> str:
@@ -188,8 +197,8 @@ def _kwargs_hint(name: str, kwargs: Mapping[str, Any]) -> str:
 
 
 # Sections that YAML may leave empty (``pool:`` with nothing under it): null means "all defaults", as before.
-_NULL_IS_DEFAULT = {"rows", "pool", "selection", "lineage", "feedback", "augmentation", "teacher", "ar3po", "hive",
-                    "run", "update"}
+_NULL_IS_DEFAULT = {"rows", "pool", "selection", "lineage", "feedback", "augmentation", "teacher", "ar3po",
+                    "reinforce_ada", "hive", "run", "update"}
 
 
 def strategy_kwargs(name: str, user_kwargs: Mapping[str, Any], seed: int, **wiring: Any) -> dict[str, Any]:

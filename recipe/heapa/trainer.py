@@ -16,6 +16,9 @@ One step, as data flows (the PPO update itself is verl's, unchanged). Its state 
    **reuse**    AR3PO: all-wrong groups get a banked correct response before verl balances the batch, so the actor
                 computes its old log-probs like any other row (``stages/ar3po.py``); with uneven groups the actor
                 update keeps GRPO's update count and per-row loss scale (``step/update_plan.py``).
+   **down-sample**  Reinforce-Ada: each group's rounds are cut back to n before verl balances the batch; after
+                verl's advantages the kept rows are re-centred on every response of their prompt
+                (``stages/reinforce_ada.py``).
 4. **feedback** the generated trajectories' ``acc``, *by record id*, updates each record's estimator; trained
                 records are archived (groups verl evicts, e.g. DAPO-filtered ones, are reported by the replay
                 buffer as they are evicted: ``step/replay_buffer.py``).
@@ -49,6 +52,7 @@ from recipe.heapa.settings import HeapaConfigError, parse_settings
 from recipe.heapa.trainer_setup import RecipeSetup
 from recipe.heapa.stages.ar3po import Ar3poStage
 from recipe.heapa.stages.hive_verify import response_entropy
+from recipe.heapa.stages.reinforce_ada import ReinforceAdaStage
 from recipe.heapa.step.actor_updates import ActorWorkers
 from recipe.heapa.step.advantage_diagnostics import advantage_diagnostics, read_advantages
 from recipe.heapa.step.batch_view import StepBatch
@@ -72,6 +76,7 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         self.lineage = self.augment = self.probe = None  # built with the pool (trainer_setup.py)
         self.rollout_cost = RolloutCost()
         self.ar3po = self._build_ar3po(config)
+        self.reinforce_ada = self._build_reinforce_ada(config)
         self.watchdog = StepWatchdog(self.heapa.run.watchdog)
         self.metrics_history = MetricsHistory.read(config)  # before verl's Tracking truncates the file
         self._saved_step = -1
@@ -87,18 +92,39 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         # (step/actor_updates.py): installed here, never swapped.
         self._actor_workers = workers if workers is None or isinstance(workers, ActorWorkers) else ActorWorkers(workers)
 
-    def _build_ar3po(self, config) -> Ar3poStage | None:
-        """AR3PO on: its staged agent-loop manager becomes verl's (the runner builds the manager after init)."""
-        if not self.heapa.ar3po.enabled:
-            return None
+    @staticmethod
+    def _install_staged_rollout(config, key: str) -> None:
+        """The staged agent-loop manager becomes verl's (the runner builds the manager after init)."""
         agent = config.actor_rollout_ref.rollout.agent
         fqn = agent.get("agent_loop_manager_class")
         if not fqn:
             with open_dict(config):
                 agent.agent_loop_manager_class = AR3PO_MANAGER
         elif not issubclass(load_class_from_fqn(fqn, "AgentLoopManager"), load_class_from_fqn(AR3PO_MANAGER)):
-            raise HeapaConfigError(f"heapa.ar3po.enabled=true needs actor_rollout_ref.rollout.agent."
+            raise HeapaConfigError(f"{key}=true needs actor_rollout_ref.rollout.agent."
                                    f"agent_loop_manager_class={AR3PO_MANAGER} (or a subclass), got {fqn}")
+
+    def _build_reinforce_ada(self, config) -> ReinforceAdaStage | None:
+        """Reinforce-Ada on: rounds in the staged agent loop, down-sampling and the full-pool baseline here."""
+        if not self.heapa.reinforce_ada.enabled:
+            return None
+        if config.algorithm.adv_estimator not in ("grpo", "grpo_vectorized"):
+            raise HeapaConfigError("heapa.reinforce_ada.global_baseline rewrites GRPO's advantages: it needs "
+                                   f"algorithm.adv_estimator=grpo, got {config.algorithm.adv_estimator}")
+        self._install_staged_rollout(config, "heapa.reinforce_ada.enabled")
+        n = int(config.actor_rollout_ref.rollout.n)
+        try:
+            return ReinforceAdaStage(self.heapa.reinforce_ada, n, self.heapa.feedback.pass_threshold,
+                                     bool(config.algorithm.get("norm_adv_by_std_in_grpo", True)))
+        except ValueError as exc:
+            raise HeapaConfigError(f"heapa.reinforce_ada.round_size / max_per_prompt with actor_rollout_ref.rollout."
+                                   f"n={n}: {exc}") from None
+
+    def _build_ar3po(self, config) -> Ar3poStage | None:
+        """AR3PO on: its staged agent-loop manager becomes verl's."""
+        if not self.heapa.ar3po.enabled:
+            return None
+        self._install_staged_rollout(config, "heapa.ar3po.enabled")
         with_log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
         if self.heapa.ar3po.reuse.enabled and self.heapa.ar3po.reuse.correction == "tis" and not with_log_probs:
             raise HeapaConfigError("heapa.ar3po.reuse.correction=tis needs the behaviour log-probs of banked "
@@ -140,6 +166,8 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         batch.reorder(ctx.view.stable_order(batch.keys))  # not the order rollouts finished in: same run, same update
         if self.ar3po is not None:
             batch = self._reuse(ctx, batch, metrics)
+        if self.reinforce_ada is not None:
+            batch = self._downsample(ctx, batch, metrics)
         batch = super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
         if ctx.update_plan is not None:
             padding = [t.get("is_padding", False) for t in batch.tags]
@@ -155,6 +183,8 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         batch = super()._compute_advantage(batch, metrics)
         if self.ctx.reuse is not None:
             metrics.update(self.ar3po.after_advantage(batch, self.ctx.reuse))
+        if self.ctx.rounds is not None:
+            metrics.update(self.reinforce_ada.after_advantage(batch, self.ctx.rounds))
         with marked_timer("heapa_diagnostics", self.timing_raw):  # what the update gets, every method
             diag = advantage_diagnostics(read_advantages(batch.keys, batch.tags, batch.partition_id),
                                          self.config.actor_rollout_ref.actor.loss_agg_mode)
@@ -206,6 +236,14 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         trained = [t for t in ctx.view.rows if t.trained]
         ctx.update_plan = plan_update(len(trained), len({t.uid for t in trained}),
                                       Batching.from_config(self.config, self._actor_dp_size()))
+        return batch
+
+    def _downsample(self, ctx: StepContext, batch, metrics: dict):
+        """3. Reinforce-Ada: each group's rounds cut back to n (the dropped responses still feed the pool)."""
+        with marked_timer("reinforce_ada_downsample", self.timing_raw):
+            batch, rounds_metrics, ctx.rounds = self.reinforce_ada.on_batch(batch, ctx.view)
+        metrics.update(rounds_metrics)
+        ctx.discard(*ctx.rounds.discarded)
         return batch
 
     def _actor_overrides(self, ctx: StepContext, rows: int, metrics: dict) -> dict:
@@ -276,6 +314,8 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         if ctx.reuse is not None:  # per record: [responses generated, correct ones]; records that got a reuse
             row["ar3po"] = {str(k): v for k, v in ctx.reuse.counts.items()}
             row["reused"] = sorted(ctx.reuse.reused_records)
+        if ctx.rounds is not None:  # per record: [generated, correct, kept, kept correct]
+            row["rounds"] = {str(k): v for k, v in ctx.rounds.counts.items()}
         with open(self.heapa.trace_file, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
 

@@ -17,6 +17,10 @@ Run A, 6 steps, checkpoints at 2/4/6:
   loss divisor), where verl's stock arithmetic would pad to 8 x 2 rows per update.
 Run B resumes A's ``global_step_2``: the response bank comes back from ``heapa_state.json`` (its cumulative
 counters continue instead of restarting).
+Run C, Reinforce-Ada (``method=reinforce_ada``, the same staged agent loop with its rounds), 3 steps, rounds of 2
+up to 6 per prompt: every group follows the rule and is cut back to n = 2 for the update (GRPO's 2 optimizer steps
+over 8 x 2 rows), the dropped responses are counted in the rollout cost and reach the pool, and the kept rows'
+advantages are re-centred on every response of their prompt.
 """
 
 from __future__ import annotations
@@ -47,9 +51,10 @@ def _seed_file(assets: Path, out: Path) -> tuple[Path, dict[int, str]]:
     return path, {i: e["level"] for i, e in enumerate(picked.extra_info)}
 
 
-def _overrides(assets: Path, seeds: Path, out: Path, *, steps: int, resume_from: Path | None = None) -> list[str]:
+def _overrides(assets: Path, seeds: Path, out: Path, *, steps: int, resume_from: Path | None = None,
+               method: str = "ar3po_grpo") -> list[str]:
     return [
-        "method=ar3po_grpo", "platform=cpu", "+ray_kwargs.ray_init.address=local",
+        f"method={method}", "platform=cpu", "+ray_kwargs.ray_init.address=local",
         f"data.train_files={seeds}", f"data.val_files={assets / 'data' / 'val.parquet'}",
         "data.shuffle=False", "data.train_batch_size=8", "data.val_batch_size=32", "data.val_max_samples=32",
         "data.max_prompt_length=64", "data.max_response_length=16",
@@ -59,6 +64,7 @@ def _overrides(assets: Path, seeds: Path, out: Path, *, steps: int, resume_from:
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
         # the paper's rule with stages of 1: easy prompts stop at once, hard ones take every stage, reuse fills them
         "heapa.ar3po.extend=unsolved", "heapa.ar3po.k1=1", "heapa.ar3po.k_s=1", "heapa.teacher.backend=programmatic",
+        "heapa.reinforce_ada.round_size=2", "heapa.reinforce_ada.max_per_prompt=6",
         f"heapa.trace_file={out / 'trace.jsonl'}",
         "trainer.logger=[console,file]", "trainer.project_name=ar3po_e2e", "trainer.experiment_name=ar3po_grpo",
         f"trainer.total_training_steps={steps}", "trainer.save_freq=2", "trainer.test_freq=-1",
@@ -93,7 +99,9 @@ def runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
     shutil.copytree(base / "a" / "ckpt" / "global_step_2", resume_copy)
     b = _run(e2e_runner, repo_root, base / "b",
              _overrides(tiny_assets, seeds, base / "b", steps=3, resume_from=resume_copy))
-    return {"a": a, "b": b, "levels": levels, "base": base}
+    c = _run(e2e_runner, repo_root, base / "c", _overrides(tiny_assets, seeds, base / "c", steps=3,
+                                                           method="reinforce_ada"))
+    return {"a": a, "b": b, "c": c, "levels": levels, "base": base}
 
 
 def test_staged_rollout_spends_less_on_easy_prompts(runs):
@@ -159,3 +167,24 @@ def test_resume_restores_the_response_bank(runs):
     cost_a = json.loads((runs["base"] / "a" / "ckpt" / "global_step_2" / "heapa_state.json").read_text())
     assert metrics_b[3]["rollout/gen_responses_cum"] == (cost_a["rollout_cost"]["total_responses"]
                                                          + metrics_b[3]["rollout/gen_responses"])
+
+
+def test_reinforce_ada_rounds_are_cut_back_to_grpos_groups(runs):
+    metrics, trace = runs["c"]
+    assert set(metrics) == {1, 2, 3}
+    for step, m in metrics.items():
+        assert m["rollout/plan_mismatch"] == 0.0  # every group is what the rounds rule grants
+        counts = {int(rid): c for rid, c in trace[step]["rounds"].items()}
+        assert sorted(counts) == list(range(8))
+        for rid, (generated, correct, kept, kept_correct) in counts.items():
+            assert kept == 2 and generated in (2, 4, 6)
+            assert generated == 6 or (correct >= 1 and generated - correct >= 1)  # balanced exit, else the cap
+            assert kept_correct == min(correct, 1) if generated - correct >= 1 else kept_correct == 2
+        assert m["rollout/gen_responses"] == m["rollout/responses_total"] == sum(c[0] for c in counts.values())
+        assert m["rollout/discarded_responses"] == sum(c[0] - 2 for c in counts.values())
+        assert m["update/optimizer_steps"] == 2.0  # GRPO's 8 prompts / ppo_mini_batch_size 4
+        assert "update/planned" not in m  # equal groups: verl's own mini-batches, no update plan
+        assert m["rollout/capped_frac"] == sum(c[0] == 6 for c in counts.values()) / 8
+        assert m["rollout/adv_abs_mean_global_stats"] > 0  # the full-pool baseline reached the rows
+    # the out-of-reach record runs to the cap: a prompt with no success costs the most
+    assert max(int(trace[s]["rounds"]["7"][0]) for s in trace) == 6

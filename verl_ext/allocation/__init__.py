@@ -2,7 +2,8 @@
 Reinforce-Ada's rounds until a prompt's exit rule holds (``rounds``)."""
 
 from verl_ext.allocation.budget import AllocationConfig, allocate, mixed_probability, prior_support
-from verl_ext.allocation.rounds import RoundsConfig, has_exited, kept_passes
+from verl_ext.allocation.rounds import RoundsConfig, RoundsPlanner, baseline, has_exited, keep_indices, kept_passes, \
+    planned_total
 
-__all__ = ["AllocationConfig", "RoundsConfig", "allocate", "has_exited", "kept_passes", "mixed_probability",
-           "prior_support"]
+__all__ = ["AllocationConfig", "RoundsConfig", "RoundsPlanner", "allocate", "baseline", "has_exited", "keep_indices",
+           "kept_passes", "mixed_probability", "planned_total", "prior_support"]

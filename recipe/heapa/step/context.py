@@ -6,6 +6,7 @@ Every stage of the step reads and writes this object instead of fields of the tr
 ========================  =============================================================================
 ``view``                  the sampled batch's trajectories, read once when verl balances the batch
 ``reuse``                 AR3PO: what reuse did to the batch (reused keys and records, per-record counts)
+``rounds``                Reinforce-Ada: what the down-sampling kept, with each kept row's full-pool baseline
 ``update_plan``           AR3PO: the actor update for uneven groups (``update_plan.py``)
 ``signal_rows``           rows with a non-zero advantage (``heapa.update.sequence_mean_over``)
 ``outcomes``              what the step's rollouts told the pool: evicted groups as verl evicts them, the
@@ -36,6 +37,7 @@ class StepContext:
     outcomes: StepOutcomes
     view: StepBatch | None = None
     reuse: Any = None  # stages.ar3po.ReuseRecord when AR3PO is on
+    rounds: Any = None  # stages.reinforce_ada.RoundsRecord when Reinforce-Ada is on
     update_plan: UpdatePlan | None = None
     signal_rows: int = 0
     discarded: list[int] = field(default_factory=lambda: [0, 0])  # responses, response tokens

@@ -25,7 +25,8 @@ def dry_run(repo, *args, **env):
 
 
 def launcher_of(repo_dir, method):
-    """The script cpu_compare must route a preset to: its own launcher, the AR3PO/HIVE one, else _launch.sh."""
+    """The script cpu_compare must route a preset to: its own launcher, the AR3PO/HIVE/Reinforce-Ada one, else
+    _launch.sh."""
     own = repo_dir / "scripts" / f"run_{method}_qwen.sh"
     if own.exists():
         return own
@@ -33,6 +34,8 @@ def launcher_of(repo_dir, method):
         return repo_dir / "scripts" / "run_ar3po_qwen.sh"
     if method.startswith("hive_"):
         return repo_dir / "scripts" / "run_hive_qwen.sh"
+    if "reinforce_ada" in method:
+        return repo_dir / "scripts" / "run_reinforce_ada_qwen.sh"
     return repo_dir / "scripts" / "_launch.sh"
 
 

@@ -1,4 +1,4 @@
-"""scripts/run_ar3po_qwen.sh and scripts/run_hive_qwen.sh: their overrides compose, validate and set the method's
+"""scripts/run_ar3po_qwen.sh, run_hive_qwen.sh and run_reinforce_ada_qwen.sh: their overrides compose, validate and set the method's
 knobs, on GPU (paper scale) and CPU (embedded default); a wrong METHOD fails before anything starts."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from recipe.heapa.settings import parse_settings
 REPO = Path(__file__).resolve().parents[3]
 CONFIG_DIR = str(REPO / "recipe" / "heapa" / "config")
 CASES = [("run_ar3po_qwen.sh", m) for m in ("ar3po_grpo", "ar3po_dapo", "heapa_ar3po")] + \
-        [("run_hive_qwen.sh", m) for m in ("hive_grpo", "hive_dapo")]
+        [("run_hive_qwen.sh", m) for m in ("hive_grpo", "hive_dapo")] + \
+        [("run_reinforce_ada_qwen.sh", m) for m in ("reinforce_ada", "reinforce_ada_dapo", "heapa_reinforce_ada")]
 
 
 def _dry_run(script: str, device: str, *extra: str, method: str | None = None) -> subprocess.CompletedProcess:
@@ -50,6 +51,10 @@ def test_launcher_composes_validates_and_sets_the_stages(script, method, device,
         assert (n, s.ar3po.k1, s.ar3po.k_s, s.ar3po.max_responses()) == (
             (16, 4, 4, 16) if device == "gpu" else (8, cpu_stage, cpu_stage, 8))
         assert s.ar3po.extend == ("unsolved" if method == "heapa_ar3po" else "mixed")
+    elif "reinforce_ada" in method:  # the kept group is GRPO's n; rounds of n up to 4n
+        assert s.reinforce_ada.enabled and not s.ar3po.enabled and n == (16 if device == "gpu" else 8)
+        assert s.reinforce_ada.exit == "balanced" and s.reinforce_ada.sizes(n) == (n, 4 * n)
+        assert s.selection_name == ("boundary" if method.startswith("heapa") else "uniform")
     else:
         assert s.selection_name == "hive" and s.hive.verify and not s.ar3po.enabled
     from verl.trainer.ppo.utils import need_critic, need_reference_policy

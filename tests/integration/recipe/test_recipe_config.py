@@ -14,9 +14,10 @@ from verl_ext.cpu.overrides import CPU_OVERRIDES
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[3] / "recipe" / "heapa" / "config")
 METHODS = ["grpo", "dapo", "heapa_grpo", "heapa_dapo", "ps", "ar3po_grpo", "ar3po_dapo", "heapa_ar3po", "hive_grpo",
-           "hive_dapo"]
+           "hive_dapo", "reinforce_ada", "reinforce_ada_dapo", "heapa_reinforce_ada"]
 SELECTION = {"grpo": "uniform", "dapo": "uniform", "ps": "prioritized", "ar3po_grpo": "uniform",
-             "ar3po_dapo": "uniform", "hive_grpo": "hive", "hive_dapo": "hive"}
+             "ar3po_dapo": "uniform", "hive_grpo": "hive", "hive_dapo": "hive", "reinforce_ada": "uniform",
+             "reinforce_ada_dapo": "uniform"}
 
 
 def _compose(*overrides: str):
@@ -46,10 +47,12 @@ def test_every_preset_composes_and_validates(method, platform):
     assert s.selection_name == SELECTION.get(method, "boundary")
     assert s.lineage.enabled == method.startswith("heapa")
     assert s.augmentation.enabled == method.startswith("heapa")
-    ar3po = "ar3po" in method
-    assert s.ar3po.enabled == ar3po
+    ar3po, rounds = "ar3po" in method, "reinforce_ada" in method
+    assert s.ar3po.enabled == ar3po and s.reinforce_ada.enabled == rounds
     manager = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class")
-    assert (manager == "verl_ext.adapters.ar3po_agent_loop.StagedAgentLoopManager") == ar3po
+    assert (manager == "verl_ext.adapters.ar3po_agent_loop.StagedAgentLoopManager") == (ar3po or rounds)
+    # Reinforce-Ada's published runs centre the advantage without dividing by the deviation
+    assert cfg.algorithm.norm_adv_by_std_in_grpo == (not rounds)
     if ar3po:  # the ceiling follows rollout.n, so "AR3PO vs GRPO with the same n" is one override
         assert s.ar3po.max_per_prompt == 16 and s.ar3po.max_responses() == 16
     if s.selection_name == "hive":
@@ -60,9 +63,10 @@ def test_every_preset_composes_and_validates(method, platform):
     if s.selection_name == "boundary":
         # heapa_grpo/heapa_dapo draw by v(1-v) (with `target` they fell below their baselines late), heapa_grpo
         # trains a record at most once per window (issue 29); heapa_ar3po was measured with `target`, unbounded
-        boundary = "signal" if method in ("heapa_grpo", "heapa_dapo") else "target"
+        # (heapa_reinforce_ada inherits heapa_grpo's)
+        boundary = "signal" if method in ("heapa_grpo", "heapa_dapo", "heapa_reinforce_ada") else "target"
         assert (s.pool.boundary, s.pool.estimator, s.pool.eviction) == (boundary, "beta", "farthest")
-        assert s.pool.max_window_visits == (1 if method == "heapa_grpo" else None)
+        assert s.pool.max_window_visits == (1 if method in ("heapa_grpo", "heapa_reinforce_ada") else None)
 
 
 def test_ar3po_ceiling_follows_rollout_n_and_a_too_small_n_is_named():
@@ -89,7 +93,7 @@ DAPO_PRESETS = [m for m in METHODS if m.endswith("dapo")]
 @pytest.mark.parametrize("platform", ["gpu", "cpu"])
 def test_dapo_presets_take_verls_dapo_optimizer_and_dual_clip(method, platform):
     # verl's recipe/dapo/run_dapo_qwen2.5_32b.sh: weight_decay=0.1, lr_warmup_steps=10, clip_ratio_c=10.0
-    assert DAPO_PRESETS == ["dapo", "heapa_dapo", "ar3po_dapo", "hive_dapo"]
+    assert DAPO_PRESETS == ["dapo", "heapa_dapo", "ar3po_dapo", "hive_dapo", "reinforce_ada_dapo"]
     actor = _compose(f"method={method}", f"platform={platform}").actor_rollout_ref.actor
     assert (actor.optim.weight_decay, actor.optim.lr_warmup_steps, actor.clip_ratio_c) == (0.1, 10, 10.0)
 

@@ -31,6 +31,7 @@ LAUNCHERS = {
     "ar3po_grpo": ("run_ar3po_qwen.sh", "ar3po_grpo"), "ar3po_dapo": ("run_ar3po_qwen.sh", "ar3po_dapo"),
     "heapa_ar3po": ("run_ar3po_qwen.sh", "heapa_ar3po"),
     "hive_grpo": ("run_hive_qwen.sh", "hive_grpo"), "hive_dapo": ("run_hive_qwen.sh", "hive_dapo"),
+    **{m: ("run_reinforce_ada_qwen.sh", m) for m in ("reinforce_ada", "reinforce_ada_dapo", "heapa_reinforce_ada")},
 }
 # the package that provides each module an attention implementation imports
 MODULE_PACKAGE = {"flash_attn": "flash-attn", "flash_attn_interface": "flash-attn-3"}

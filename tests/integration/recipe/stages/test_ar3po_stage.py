@@ -1,9 +1,6 @@
-"""AR3PO's trainer-side stage against verl's row format, with an in-memory stand-in for TransferQueue (no Ray).
-
-Rows are shaped like the ones ``AgentLoopWorkerTQ`` writes (dumped from a real CPU run): nested tensors for the
-token fields, plain values for the dataset/extra fields. The stand-in stores rows per key and answers
-``kv_batch_get`` / ``kv_batch_put`` / ``kv_clear`` the way the stage uses them; the rows the stage writes go through
-verl's own ``list_of_dict_to_tensordict``. The real TransferQueue path runs in tests/e2e/test_ar3po_cpu.py.
+"""AR3PO's trainer-side stage against verl's row format, with the in-memory stand-in for TransferQueue of this
+folder's conftest (no Ray); the rows the stage writes go through verl's own ``list_of_dict_to_tensordict``. The real
+TransferQueue path runs in tests/e2e/test_ar3po_cpu.py.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import math
 
 import pytest
 import torch
-from transfer_queue import KVBatchMeta
 
 import recipe.heapa.stages.ar3po as ar3po_mod
 from recipe.heapa.stages.ar3po import Ar3poStage
@@ -24,84 +20,12 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl_ext.ar3po import AR3POConfig, ReuseConfig
 from verl_ext.adapters.feedback import PASS_THRESHOLD
 
-PROMPT = [1, 305, 201, 263, 262, 223, 18, 264, 223, 20, 265, 223, 25, 33, 2, 201, 1, 312, 201]
-
-
-class FakeBatch:
-    """What ``tq.kv_batch_get`` returns, as far as the stage reads it: ``data[field][i]`` and ``data[i][field]``."""
-
-    def __init__(self, rows):
-        self.rows = rows
-
-    def __getitem__(self, item):
-        if isinstance(item, int):
-            return self.rows[item]
-        return [row[item] for row in self.rows]
-
-
-class FakeTQ:
-    def __init__(self):
-        self.rows: dict[str, dict] = {}
-        self.tags: dict[str, dict] = {}
-
-    def kv_batch_get(self, keys, partition_id, select_fields=None):
-        assert partition_id == "train"
-        return FakeBatch([{k: v for k, v in self.rows[key].items() if select_fields is None or k in select_fields}
-                          for key in keys])
-
-    def kv_batch_put(self, keys, partition_id, fields=None, tags=None):
-        for i, key in enumerate(keys):
-            row = self.rows.setdefault(key, {})
-            for name in fields.keys():
-                row[name] = fields[name][i]
-            if tags is not None:
-                self.tags[key] = tags[i]
-
-    def kv_clear(self, keys, partition_id):
-        for key in keys:
-            self.rows.pop(key, None)
-            self.tags.pop(key, None)
-
-
-def _row(uid, session, record, response, acc):
-    resp = torch.tensor(response, dtype=torch.int64)
-    prompts = torch.tensor(PROMPT, dtype=torch.int64)
-    ids = torch.cat([prompts, resp])
-    rm = torch.zeros(len(response))
-    rm[-1] = acc
-    return {"uid": uid, "session_id": session, "index": record, "prompts": prompts, "responses": resp,
-            "input_ids": ids, "position_ids": torch.arange(len(ids)), "response_mask": torch.ones_like(resp),
-            "loss_mask": torch.ones_like(resp), "rm_scores": rm, "num_turns": 2,
-            "rollout_log_probs": -0.1 * torch.arange(1, len(response) + 1, dtype=torch.float32),
-            "dummy_tensor": torch.tensor([0], dtype=torch.uint8), "raw_prompt": [{"role": "user", "content": "q"}],
-            "extra_fields": {"global_steps": 0, "min_global_steps": 0, "max_global_steps": 0,
-                             "reward_extra_info": {"score": acc, "acc": acc, "pred": "5" if acc else "-1"}}}
-
-
-def _step(tq, groups, step):
-    """Write ``{uid: (record, [(response tokens, acc), ...])}`` as one step's batch; returns its KVBatchMeta."""
-    tq.rows.clear()
-    tq.tags.clear()
-    keys, tags = [], []
-    for uid, (record, sessions) in groups.items():
-        for s, (resp, acc) in enumerate(sessions):
-            key = f"{uid}_{s}_0"
-            tq.rows[key] = _row(uid, s, record, resp, acc)
-            tag = {"status": "success", "prompt_len": len(PROMPT), "response_len": len(resp),
-                   "seq_len": len(PROMPT) + len(resp), "global_steps": step, "min_global_steps": step - 1,
-                   "max_global_steps": step - 1}
-            tq.tags[key] = tag
-            keys.append(key)
-            tags.append(tag)
-    return KVBatchMeta(partition_id="train", keys=keys, tags=tags)
-
 
 @pytest.fixture
-def tq(monkeypatch):
-    fake = FakeTQ()
-    monkeypatch.setattr(ar3po_mod, "tq", fake)
-    monkeypatch.setattr(step_batch_mod, "tq", fake)
-    return fake
+def tq(monkeypatch, fake_tq):
+    monkeypatch.setattr(ar3po_mod, "tq", fake_tq)
+    monkeypatch.setattr(step_batch_mod, "tq", fake_tq)
+    return fake_tq
 
 
 VIEWS: list[StepBatch] = []
@@ -125,21 +49,21 @@ def _stage(mode="replace", weight=1.0, correction="none"):
 def test_an_all_wrong_group_gets_the_banked_success_as_a_new_session(tq, mode):
     stage = _stage(mode)
     # step 1: record 7 solved (one correct of two); record 8 easy
-    batch = _step(tq, {"u1": (7, [([11, 12, 13], 0.0), ([21, 22], 1.0)]), "u2": (8, [([5], 1.0), ([6], 1.0)])}, 1)
+    batch = tq.step({"u1": (7, [([11, 12, 13], 0.0), ([21, 22], 1.0)]), "u2": (8, [([5], 1.0), ([6], 1.0)])}, 1)
     out, m, rec = _on_batch(stage, batch, step=1)
     assert out.keys == batch.keys and m["rollout/reused"] == 0 and m["rollout/bank_size"] == 2
     assert rec.counts == {7: [2, 1], 8: [2, 2]}
     # step 2: record 7 all wrong over two stages (4 responses); record 8 still easy
     wrong = [([30 + i, 40], 0.0) for i in range(4)]
-    batch = _step(tq, {"v1": (7, wrong), "v2": (8, [([5], 1.0), ([6], 1.0)])}, 2)
+    batch = tq.step({"v1": (7, wrong), "v2": (8, [([5], 1.0), ([6], 1.0)])}, 2)
     out, m, rec = _on_batch(stage, batch, step=2)
     assert m["rollout/reused"] == 1 and m["rollout/plan_mismatch"] == 0 and m["rollout/stages_used"] == 2
     assert m["rollout/zero_adv_before"] == 1.0 and m["rollout/zero_adv_after"] == 0.5
     new_key = "v1_4_0"
     assert rec.reused_keys == {new_key} and rec.reused_records == [7]
     row, tag = tq.rows[new_key], tq.tags[new_key]
-    assert row["responses"].tolist() == [21, 22] and row["input_ids"].tolist() == PROMPT + [21, 22]
-    assert row["rm_scores"].tolist() == [0.0, 1.0] and row["position_ids"].tolist() == list(range(len(PROMPT) + 2))
+    assert row["responses"].tolist() == [21, 22] and row["input_ids"].tolist() == tq.PROMPT + [21, 22]
+    assert row["rm_scores"].tolist() == [0.0, 1.0] and row["position_ids"].tolist() == list(range(len(tq.PROMPT) + 2))
     assert row["rollout_log_probs"].tolist() == pytest.approx([-0.1, -0.2])  # the stored behaviour log-probs
     assert row["extra_fields"]["ar3po_reused"] is True and row["extra_fields"]["ar3po_age"] == 1
     assert row["session_id"] == 4 and row["index"] == 7 and row["uid"] == "v1"
@@ -160,8 +84,8 @@ def test_an_all_wrong_group_gets_the_banked_success_as_a_new_session(tq, mode):
 
 def test_reuse_weight_scales_only_reused_advantages(tq):
     stage = _stage(weight=0.25)
-    _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
-    out, _, rec = _on_batch(stage, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    _on_batch(stage, tq.step({"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
+    out, _, rec = _on_batch(stage, tq.step({"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
     for i, key in enumerate(out.keys):
         tq.rows[key]["advantages"] = torch.full((tq.rows[key]["responses"].numel(),), 0.8 if key in
                                                 rec.reused_keys else -0.2)
@@ -174,8 +98,8 @@ def test_reuse_weight_scales_only_reused_advantages(tq):
 
 def test_tis_corrects_reused_advantages_by_the_capped_policy_ratio(tq):
     stage = _stage(weight=0.5, correction="tis")
-    _on_batch(stage, _step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)  # banked log-probs [-.1, -.2]
-    out, _, rec = _on_batch(stage, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    _on_batch(stage, tq.step({"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)  # banked log-probs [-.1, -.2]
+    out, _, rec = _on_batch(stage, tq.step({"v1": (7, [([3], 0.0)] * 4)}, 2), step=2)
     reused = next(iter(rec.reused_keys))
     for key in out.keys:
         n = tq.rows[key]["responses"].numel()
@@ -193,10 +117,10 @@ def test_tis_corrects_reused_advantages_by_the_capped_policy_ratio(tq):
 
 def test_every_group_is_counted_and_metrics_count_applied_reuses(tq):
     stage = _stage()
-    _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
+    _on_batch(stage, tq.step({"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
     # record 7 twice in one batch (a reinserted record), both groups all wrong; record 9 all wrong, nothing banked
     wrong = [([30 + i], 0.0) for i in range(4)]
-    out, m, rec = _on_batch(stage, _step(tq, {"a": (7, wrong), "b": (7, wrong), "c": (9, wrong)}, 4), step=4)
+    out, m, rec = _on_batch(stage, tq.step({"a": (7, wrong), "b": (7, wrong), "c": (9, wrong)}, 4), step=4)
     assert rec.counts == {7: [8, 0], 9: [4, 0]}  # both groups of record 7 accounted
     assert m["rollout/responses_total"] == 12 and m["rollout/all_wrong_frac"] == 1.0
     assert m["rollout/reused"] == 1 and rec.reused_records == [7]  # one stored response, used once
@@ -208,25 +132,25 @@ def test_every_group_is_counted_and_metrics_count_applied_reuses(tq):
 
 def test_an_unapplied_reuse_is_not_counted(tq):
     stage = _stage()
-    _on_batch(stage, _step(tq, {"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
+    _on_batch(stage, tq.step({"u1": (7, [([1], 1.0), ([2], 0.0)])}, 1), step=1)
     entries = stage.bank._store[7]
     entries[-1]["rollout_log_probs"] = None  # e.g. stored before calculate_log_probs was switched on
-    out, m, rec = _on_batch(stage, _step(tq, {"v": (7, [([3], 0.0)] * 4)}, 2), step=2)
+    out, m, rec = _on_batch(stage, tq.step({"v": (7, [([3], 0.0)] * 4)}, 2), step=2)
     assert m["rollout/reused"] == 0 and m["rollout/reuse_incompatible_total"] == 1
     assert m["rollout/bank_reused_total"] == 0.0
 
 
 def test_bank_survives_a_json_checkpoint(tq):
     stage = _stage()
-    _on_batch(stage, _step(tq, {"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)
+    _on_batch(stage, tq.step({"u1": (7, [([1, 2], 1.0), ([3], 0.0)])}, 1), step=1)
     restored = _stage()
     restored.load_state_dict(json.loads(json.dumps(stage.state_dict())))
-    out, m, rec = _on_batch(restored, _step(tq, {"v1": (7, [([3], 0.0)] * 4)}, 5), step=5)
+    out, m, rec = _on_batch(restored, tq.step({"v1": (7, [([3], 0.0)] * 4)}, 5), step=5)
     assert m["rollout/reused"] == 1 and tq.rows[next(iter(rec.reused_keys))]["responses"].tolist() == [1, 2]
 
 
-def test_reused_rows_stack_with_verl_rows_and_incompatible_entries_are_refused():
-    sibling = _row("u", 0, 3, [9, 9, 9], 0.0)
+def test_reused_rows_stack_with_verl_rows_and_incompatible_entries_are_refused(fake_tq):
+    sibling = fake_tq.row("u", 0, 3, [9, 9, 9], 0.0)
     entry = bank_payload(torch.tensor([4, 5]), torch.tensor([0.0, 1.0]), {"reward_extra_info": {"acc": 1.0}}, 2,
                          1.0, {"min_global_steps": 2, "max_global_steps": 2}, torch.tensor([-0.5, -0.25]))
     assert json.loads(json.dumps(entry)) == entry
