@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from verl_ext.adapters.heapa_block import MOVED_KEYS, apply_moved_keys  # noqa: F401  (the recipe's names for them)
 from verl_ext.pool.config import FRONTIER_FIELDS
 
-PUBLIC_LEAF_LIMIT = 75  # 74 today: one screen; a method that needs more moves plumbing to INTERNAL_KEYS first
+PUBLIC_LEAF_LIMIT = 75  # 75 today: one screen; a method that needs more moves plumbing to INTERNAL_KEYS first
 
 INTERNAL_KEYS = (
     "pool.metrics_window", "pool.resolution", "pool.archive_capacity", "pool.history_length", "pool.track_changes",
@@ -30,6 +30,7 @@ INTERNAL_KEYS = (
     "teacher.temperature", "teacher.max_tokens", "teacher.extra_body", "teacher.max_clean_chars",
     "teacher.max_answer_chars", "teacher.latency_window", "teacher.probe_timeout_s", "teacher.prompt",
     "ar3po.reuse.capacity", "ar3po.reuse.max_age", "ar3po.reuse.mark_field",
+    "allocation.minimum", "allocation.maximum", "allocation.history",
     "hive.probe_max_tokens",
     "run.requeue_exit_code", "run.watchdog.poll_s",
 )

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from verl_ext.adapters.feedback import PASS_THRESHOLD
 from verl_ext.adapters.rows import RowFormat
-from verl_ext.allocation import RoundsConfig
+from verl_ext.allocation import AllocationConfig, RoundsConfig
 from verl_ext.ar3po import AR3POConfig
 from verl_ext.augment import AugmentConfig, TeacherConfig
 from verl_ext.config_model import Bool, Float, Int, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
@@ -119,6 +119,7 @@ class HeapaSettings:
     poll_interval_s: Annotated[Float, Field(gt=0.0)] | None = None
     ar3po: AR3POConfig = field(default_factory=AR3POConfig)
     reinforce_ada: RoundsConfig = field(default_factory=RoundsConfig)
+    allocation: AllocationConfig = field(default_factory=AllocationConfig)
     hive: HiveSettings = field(default_factory=HiveSettings)
     run: RunSettings = field(default_factory=RunSettings)
     update: UpdateSettings = field(default_factory=UpdateSettings)
@@ -144,6 +145,10 @@ class HeapaSettings:
         if self.ar3po.enabled and self.reinforce_ada.enabled:
             raise Invalid("cannot be on with heapa.ar3po.enabled: each rolls a prompt out by its own rule; pick one",
                           field="reinforce_ada.enabled", value=True)
+        staged = "heapa.ar3po.enabled" if self.ar3po.enabled else "heapa.reinforce_ada.enabled"
+        if self.allocation.enabled and (self.ar3po.enabled or self.reinforce_ada.enabled):
+            raise Invalid(f"cannot be on with {staged}: that rollout decides each prompt's responses by its own "
+                          "rule; pick one", field="allocation.enabled", value=True)
         return self
 
     @property
@@ -198,7 +203,7 @@ def _kwargs_hint(name: str, kwargs: Mapping[str, Any]) -> str:
 
 # Sections that YAML may leave empty (``pool:`` with nothing under it): null means "all defaults", as before.
 _NULL_IS_DEFAULT = {"rows", "pool", "selection", "lineage", "feedback", "augmentation", "teacher", "ar3po",
-                    "reinforce_ada", "hive", "run", "update"}
+                    "reinforce_ada", "allocation", "hive", "run", "update"}
 
 
 def strategy_kwargs(name: str, user_kwargs: Mapping[str, Any], seed: int, **wiring: Any) -> dict[str, Any]:

@@ -8,6 +8,9 @@ One step, as data flows (the PPO update itself is verl's, unchanged). Its state 
 2. **select**   the strategy picks ``train_batch_size`` record ids (boundary sampling for HeaPA); the batch
                 sampler hands them to the dataloader; rows carry ``extra_info.index = record id``.
    HIVE verifies its candidates here: the actor's prompt entropy for each (``stages/hive_verify.py``).
+   ``heapa.allocation``: the selection's ``k * n`` responses are spread over its prompts from the pool's
+                estimates (``verl_ext.allocation.Allocator``), each row's ``__rollout_n__``; the uneven groups get
+                the update plan below.
 3. **rollout + reward**  verl's agent loop and the ``heapa`` reward manager (``acc`` per trajectory); with AR3PO the
                 agent loop rolls each prompt out in stages (``verl_ext.adapters.ar3po_agent_loop``). The
                 augmentation requests are joined and handed to the teacher before verl sleeps the servers.
@@ -37,6 +40,7 @@ from __future__ import annotations
 import json
 import logging
 
+import torch
 from omegaconf import OmegaConf, open_dict
 
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
@@ -168,10 +172,19 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
             batch = self._reuse(ctx, batch, metrics)
         if self.reinforce_ada is not None:
             batch = self._downsample(ctx, batch, metrics)
+        if self.batch_sampler.allocator is not None:
+            self._plan_allocated(ctx)
         batch = super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
         if ctx.update_plan is not None:
             padding = [t.get("is_padding", False) for t in batch.tags]
             batch.reorder(spread_padding(padding, self._actor_dp_size(), ctx.update_plan.updates))
+        return batch
+
+    def _fetch_one_gen_batch(self):
+        # heapa.allocation: each prompt's responses, as the row field verl's agent loop reads for its group size
+        batch = super()._fetch_one_gen_batch()
+        if self.batch_sampler.allocator is not None:
+            batch["__rollout_n__"] = torch.tensor(self.batch_sampler.rollout_n(list(batch["index"])), dtype=torch.int64)
         return batch
 
     def _get_required_batch_multiple(self, dp_size: int) -> int:
@@ -237,6 +250,12 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         ctx.update_plan = plan_update(len(trained), len({t.uid for t in trained}),
                                       Batching.from_config(self.config, self._actor_dp_size()))
         return batch
+
+    def _plan_allocated(self, ctx: StepContext) -> None:
+        """3. ``heapa.allocation``: the groups have the allocated sizes; the actor update is planned for them."""
+        ctx.update_plan = plan_update(len(ctx.view.rows), len({t.uid for t in ctx.view.rows}),
+                                      Batching.from_config(self.config, self._actor_dp_size()))
+        ctx.allocated = ctx.view.outcomes(self.heapa.feedback.pass_threshold)
 
     def _downsample(self, ctx: StepContext, batch, metrics: dict):
         """3. Reinforce-Ada: each group's rounds cut back to n (the dropped responses still feed the pool)."""
@@ -316,6 +335,8 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
             row["reused"] = sorted(ctx.reuse.reused_records)
         if ctx.rounds is not None:  # per record: [generated, correct, kept, kept correct]
             row["rounds"] = {str(k): v for k, v in ctx.rounds.counts.items()}
+        if ctx.allocated is not None:  # per record: [correct, responses allocated]
+            row["allocated"] = {str(k): list(v) for k, v in ctx.allocated.items()}
         with open(self.heapa.trace_file, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
 

@@ -16,10 +16,11 @@ from verl.trainer.ppo.utils import create_rl_dataset
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl_ext.adapters.dataset import PoolDataset
 from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
+from verl_ext.allocation import Allocator
 from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import build_strategy
 
-from recipe.heapa.settings import strategy_kwargs
+from recipe.heapa.settings import HeapaConfigError, strategy_kwargs
 from recipe.heapa.stages.augmentation import AugmentationStage
 from recipe.heapa.stages.hive_verify import PromptEntropyProbe
 from recipe.heapa.step.replay_buffer import PATH as FEEDBACK_BUFFER_PATH
@@ -59,7 +60,8 @@ class RecipeSetup:
         """The pool's batch sampler behind verl's training loader; verl's validation loader."""
         data = self.config.data
         self.batch_sampler = PoolBatchSampler(self.train_dataset, self._build_strategy(), data.train_batch_size,
-                                              gen_batch_size(self.config, self.trainer_mode))
+                                              gen_batch_size(self.config, self.trainer_mode),
+                                              allocator=self._build_allocator())
         record_gen_batch_size(self.config, self.trainer_mode)  # verl's loader leaves this in the config
         self.train_dataloader = make_train_dataloader(self.train_dataset, self.batch_sampler)
         self.train_dataloader_it = None
@@ -79,6 +81,17 @@ class RecipeSetup:
                                              suffix_separator=h.rows.suffix_separator)
         if self.ar3po is not None and self.ar3po.bank.capacity is None:  # reuse.capacity: 0 = one entry per seed
             self.ar3po.size_bank(len(self.train_dataset), int(self.config.data.max_response_length))
+
+    def _build_allocator(self) -> Allocator | None:
+        """``heapa.allocation`` on: each selection's ``k * n`` responses spread from the pool's estimates."""
+        if not self.heapa.allocation.enabled:
+            return None
+        n = int(self.config.actor_rollout_ref.rollout.n)
+        try:
+            return Allocator(self.heapa.allocation, n)
+        except ValueError as exc:
+            raise HeapaConfigError(f"heapa.allocation.minimum / maximum with actor_rollout_ref.rollout.n={n}: "
+                                   f"{exc}") from None
 
     def _build_strategy(self):
         """The selection strategy with ``heapa.seed`` and, for HIVE, the actor's prompt-entropy pass wired in."""

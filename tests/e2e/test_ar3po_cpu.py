@@ -21,6 +21,12 @@ Run C, Reinforce-Ada (``method=reinforce_ada``, the same staged agent loop with 
 up to 6 per prompt: every group follows the rule and is cut back to n = 2 for the update (GRPO's 2 optimizer steps
 over 8 x 2 rows), the dropped responses are counted in the rollout cost and reach the pool, and the kept rows'
 advantages are re-centred on every response of their prompt.
+Run D, the budget allocator (``method=grpo heapa.allocation.enabled=true``, ``rollout.n = 8``), 3 steps: step 1
+knows nothing and gives every prompt 8; from step 2 the 64 responses go where a group of 8 is unlikely to be mixed
+(the solved and the out-of-reach records, believed at ~0.9 and ~0.1) and away from the middling ones (a group of
+5 at ~0.5 is mixed anyway), verl's agent loop rolls each prompt out at its allocated size, and the update is planned
+for the uneven groups (GRPO's 2 optimizer steps). (At n = 2 or 4 the pool's estimates after one group are too mild
+to move a response.)
 """
 
 from __future__ import annotations
@@ -101,7 +107,9 @@ def runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
              _overrides(tiny_assets, seeds, base / "b", steps=3, resume_from=resume_copy))
     c = _run(e2e_runner, repo_root, base / "c", _overrides(tiny_assets, seeds, base / "c", steps=3,
                                                            method="reinforce_ada"))
-    return {"a": a, "b": b, "c": c, "levels": levels, "base": base}
+    d = _run(e2e_runner, repo_root, base / "d", _overrides(tiny_assets, seeds, base / "d", steps=3, method="grpo")
+             + ["heapa.allocation.enabled=true", "actor_rollout_ref.rollout.n=8"])
+    return {"a": a, "b": b, "c": c, "d": d, "levels": levels, "base": base}
 
 
 def test_staged_rollout_spends_less_on_easy_prompts(runs):
@@ -188,3 +196,23 @@ def test_reinforce_ada_rounds_are_cut_back_to_grpos_groups(runs):
         assert m["rollout/adv_abs_mean_global_stats"] > 0  # the full-pool baseline reached the rows
     # the out-of-reach record runs to the cap: a prompt with no success costs the most
     assert max(int(trace[s]["rounds"]["7"][0]) for s in trace) == 6
+
+
+def test_allocation_moves_responses_to_the_groups_likely_all_equal(runs):
+    metrics, trace = runs["d"]
+    assert set(metrics) == {1, 2, 3}
+    middling, others = [], []
+    for step, m in metrics.items():
+        groups = {int(rid): tuple(v) for rid, v in trace[step]["allocated"].items()}  # rid -> (correct, responses)
+        assert sorted(groups) == list(range(8))
+        sizes = [size for _, size in groups.values()]
+        assert sum(sizes) == 64 == m["rollout/gen_responses"] and all(2 <= size <= 32 for size in sizes)
+        assert m["update/optimizer_steps"] == 2.0 == m["update/planned"]  # GRPO's 8 prompts / mini-batch 4
+        assert m["update/real_rows"] * 2 == 64
+        if step == 1:
+            assert sizes == [8] * 8 and m["select/alloc_measured_frac"] == 0.0  # nothing measured yet
+            continue
+        assert m["select/alloc_measured_frac"] == 1.0  # batch 8 of 8 seeds: every record was measured
+        for rid, (_, size) in groups.items():
+            (middling if runs["levels"][rid] == "n2_v20_a" else others).append(size)
+    assert sum(middling) / len(middling) < 8 < sum(others) / len(others), (middling, others)

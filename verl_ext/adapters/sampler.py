@@ -7,6 +7,10 @@ from then on), buffers it, and hands it out ``gen_batch_size`` ids at a time; wh
 request triggers the next selection, so a selection always sees the feedback of the steps before it. Iteration
 never ends (set ``trainer.total_training_steps``).
 
+With an ``Allocator`` (``heapa.allocation``) each selection's prompts also get their number of responses
+(``rollout_n``), spread from the pool's estimates over the same total as fixed ``n``; the allocator hears every
+group's pass rate with the feedback.
+
 The trainer drives it with ``set_step`` (the step selections are made for), ``on_feedback`` (``{id: (passes,
 n)}`` -> ``pool.feedback`` then ``strategy.observe``) and ``release_unused`` (ids handed out but never trained go
 back to the pool unchanged). ``state_dict`` holds the strategy's state, the buffer and the handed-out ids, so a
@@ -28,6 +32,7 @@ from typing import Any
 from torch.utils.data import Sampler
 
 from verl_ext.adapters.feedback import record_id
+from verl_ext.allocation import Allocator
 from verl_ext.pool import FeedbackSummary, QueryPool
 from verl_ext.selection import Strategy, build_strategy
 from verl_ext.state_schema import check_schema
@@ -54,7 +59,7 @@ class PoolBatchSampler(Sampler[list[int]]):
 
     def __init__(self, source: Any, strategy: Strategy | str, train_batch_size: int,
                  gen_batch_size: int | None = None, *, strategy_kwargs: Mapping[str, Any] | None = None,
-                 reinsert: bool = True, step: int = 0) -> None:
+                 reinsert: bool = True, step: int = 0, allocator: Allocator | None = None) -> None:
         super().__init__()
         self._source = source
         self.strategy = build_strategy(strategy, **dict(strategy_kwargs or {})) if isinstance(strategy, str) \
@@ -70,6 +75,8 @@ class PoolBatchSampler(Sampler[list[int]]):
                              f"{self.train_batch_size} (verl fetches a step's prompts in whole gen batches)")
         self.reinsert = bool(reinsert)
         self.step = int(step)
+        self.allocator = allocator
+        self._rollout_n: dict[int, int] = {}  # allocated responses of selected ids not yet rolled out
         self._buffer: deque[int] = deque()  # selected (in flight in the pool), not yet handed out
         self._outstanding: dict[int, None] = {}  # handed out, waiting for on_feedback / release_unused
         self._selections = 0
@@ -133,7 +140,19 @@ class PoolBatchSampler(Sampler[list[int]]):
         if len(ids) < k:
             self._short_selections += 1
             logger.warning("step %d: the pool filled only %d of %d prompts", self.step, len(ids), k)
+        if self.allocator is not None:
+            self._rollout_n.update(self.allocator.plan(ids, pool.ranking_value))
         self._buffer.extend(ids)
+
+    def rollout_n(self, ids: Iterable[Any]) -> list[int]:
+        """The allocated responses of handed-out ``ids`` (``heapa.allocation``), each read once."""
+        if self.allocator is None:
+            raise RuntimeError("rollout_n needs an allocator (heapa.allocation.enabled=true)")
+        chosen = [record_id(i, "rollout_n id") for i in ids]
+        missing = [rid for rid in chosen if rid not in self._rollout_n]
+        if missing:
+            raise KeyError(f"no allocation for ids {missing[:10]}: not selected by this sampler, or already read")
+        return [self._rollout_n.pop(rid) for rid in chosen]
 
     # ----------------------------------------------------------------------------------------- feedback
     def on_feedback(self, results: Mapping[Any, tuple[int, int]], step: int | None = None) -> FeedbackSummary:
@@ -146,6 +165,8 @@ class PoolBatchSampler(Sampler[list[int]]):
             raise ValueError(f"feedback for ids {queued[:10]} that were selected but never handed out")
         summary = self.pool.feedback(clean, step)
         self.strategy.observe(clean, step)
+        if self.allocator is not None:
+            self.allocator.observe(clean)
         for rid in clean:
             self._outstanding.pop(rid, None)
         return summary
@@ -169,6 +190,7 @@ class PoolBatchSampler(Sampler[list[int]]):
             self.pool.release(chosen)
         for rid in chosen:
             self._outstanding.pop(rid, None)
+            self._rollout_n.pop(rid, None)
         return chosen
 
     @property
@@ -184,6 +206,8 @@ class PoolBatchSampler(Sampler[list[int]]):
     def metrics(self) -> dict[str, float]:
         """The strategy's ``select/*`` scalars plus the sampler's own counters."""
         out = dict(self.strategy.metrics())
+        if self.allocator is not None:
+            out.update(self.allocator.metrics())
         out.update({"select/buffered": float(len(self._buffer)), "select/outstanding": float(len(self._outstanding)),
                     "select/selections": float(self._selections),
                     "select/short_selections": float(self._short_selections)})
@@ -195,7 +219,9 @@ class PoolBatchSampler(Sampler[list[int]]):
         return {"schema_version": STATE_SCHEMA_VERSION, "strategy": self.strategy.state_dict(),
                 "buffer": list(self._buffer), "outstanding": list(self._outstanding), "step": self.step,
                 "train_batch_size": self.train_batch_size, "gen_batch_size": self.gen_batch_size,
-                "selections": self._selections, "short_selections": self._short_selections}
+                "selections": self._selections, "short_selections": self._short_selections,
+                **({"allocator": self.allocator.state_dict(),
+                    "rollout_n": [[rid, m] for rid, m in self._rollout_n.items()]} if self.allocator else {})}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         check_schema(state, "PoolBatchSampler", STATE_SCHEMA_VERSION)
@@ -208,6 +234,12 @@ class PoolBatchSampler(Sampler[list[int]]):
         self.step = int(state["step"])
         self._selections = int(state["selections"])
         self._short_selections = int(state["short_selections"])
+        if self.allocator is not None:
+            if "allocator" not in state:
+                raise ValueError("PoolBatchSampler: heapa.allocation is on but the checkpoint was written without it; "
+                                 "resume with heapa.allocation.enabled=false or start a new run")
+            self.allocator.load_state_dict(state["allocator"])
+            self._rollout_n = {int(rid): int(m) for rid, m in state["rollout_n"]}
 
 
 def make_train_dataloader(dataset: Any, batch_sampler: PoolBatchSampler, collate_fn: Any = None):

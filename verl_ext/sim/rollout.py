@@ -14,13 +14,12 @@ What each consumer hears (as in the recipe): ``passes``/``sizes`` are the genera
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from verl_ext.allocation import AllocationConfig, RoundsConfig, allocate, has_exited, kept_passes, prior_support
+from verl_ext.allocation import AllocationConfig, Allocator, RoundsConfig, has_exited, kept_passes
 from verl_ext.ar3po import AR3POConfig, ResponseBank, StagePlanner
 from verl_ext.pool import QueryPool
 from verl_ext.sim.config import TrainConfig
@@ -96,18 +95,15 @@ class AllocatedRollout:
     (``ranking_value``: lineage-aware, a child's prior before its first measurement); a prompt never measured
     takes the pass rates of the last ``history`` groups as its belief. The update hears the groups as generated."""
 
-    def __init__(self, config: AllocationConfig, world: SyntheticWorld, pool: QueryPool, n: int,
-                 history: int = 1024) -> None:
-        self.minimum, self.maximum = config.bounds(n)
-        self.world, self.pool, self.n = world, pool, n
-        self.recent: deque[float] = deque(maxlen=history)
+    def __init__(self, config: AllocationConfig, world: SyntheticWorld, pool: QueryPool, n: int) -> None:
+        self.allocator = Allocator(config, n)
+        self.world, self.pool = world, pool
 
     def __call__(self, ids: np.ndarray, step: int) -> StepRollout:
-        prior = prior_support(self.recent)
-        beliefs = [prior if (v := self.pool.ranking_value(int(i))) is None else v for i in ids]
-        sizes = np.asarray(allocate(beliefs, len(ids) * self.n, self.minimum, self.maximum), dtype=np.int64)
+        plan = self.allocator.plan([int(i) for i in ids], self.pool.ranking_value)
+        sizes = np.asarray([plan[int(i)] for i in ids], dtype=np.int64)
         passes = self.world.rollout(ids, sizes)
-        self.recent.extend((passes / sizes).tolist())
+        self.allocator.observe({int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)})
         return StepRollout(passes, sizes, passes)
 
 

@@ -7,7 +7,8 @@ Every stage of the step reads and writes this object instead of fields of the tr
 ``view``                  the sampled batch's trajectories, read once when verl balances the batch
 ``reuse``                 AR3PO: what reuse did to the batch (reused keys and records, per-record counts)
 ``rounds``                Reinforce-Ada: what the down-sampling kept, with each kept row's full-pool baseline
-``update_plan``           AR3PO: the actor update for uneven groups (``update_plan.py``)
+``allocated``             ``heapa.allocation``: each record's (correct, responses) at its allocated size
+``update_plan``           AR3PO, allocation: the actor update for uneven groups (``update_plan.py``)
 ``signal_rows``           rows with a non-zero advantage (``heapa.update.sequence_mean_over``)
 ``outcomes``              what the step's rollouts told the pool: evicted groups as verl evicts them, the
                           trained ones at the step's end (``outcomes.py``)
@@ -38,6 +39,7 @@ class StepContext:
     view: StepBatch | None = None
     reuse: Any = None  # stages.ar3po.ReuseRecord when AR3PO is on
     rounds: Any = None  # stages.reinforce_ada.RoundsRecord when Reinforce-Ada is on
+    allocated: dict[int, tuple[int, int]] | None = None  # heapa.allocation: {record id: (correct, responses)}
     update_plan: UpdatePlan | None = None
     signal_rows: int = 0
     discarded: list[int] = field(default_factory=lambda: [0, 0])  # responses, response tokens

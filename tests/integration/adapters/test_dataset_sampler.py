@@ -285,3 +285,63 @@ def test_pool_goes_to_its_own_file_beside_data_pt(train_parquet, tmp_path):
     ds.state_dict()  # overwrites moved/pool_state.pkl with a pool of another size
     with pytest.raises(ValueError, match="belongs to another checkpoint"):
         restore(str(moved))
+
+
+# ------------------------------------------------------------------------------------------------ allocation
+def test_allocation_spreads_each_selection_and_resumes(train_parquet, tmp_path):
+    """``heapa.allocation``: a selection's prompts share ``k * n`` responses within the bounds, each id's count is
+    read once, the allocator learns from the feedback, and a checkpoint in the middle of a selection resumes with the
+    same counts and the same later allocations."""
+    from verl_ext.allocation import AllocationConfig, Allocator
+
+    train, n = 8, 4
+    config = _data_config(tmp_path, heapa={"pool": {"max_pool_size": 64}, "seed": 3})
+
+    def build():
+        ds = PoolDataset(str(train_parquet), None, None, config)
+        sampler = PoolBatchSampler(ds, "uniform", train_batch_size=train, gen_batch_size=4,
+                                   allocator=Allocator(AllocationConfig(enabled=True, minimum=2), n))
+        return ds, sampler, make_train_dataloader(ds, sampler)
+
+    def step(sampler, it, s, chunks=2):
+        sampler.set_step(s)
+        counts = {}
+        for _ in range(chunks):
+            ids = next(it)["index"].tolist()
+            sizes = sampler.rollout_n(ids)
+            counts.update(zip(ids, sizes))
+            # record r passes (r * 3) % (m + 1) of its m responses: some groups all-wrong, some mixed
+            sampler.on_feedback({rid: ((m // 2, 0, m)[rid % 3], m) for rid, m in zip(ids, sizes)}, s)
+        return counts
+
+    ds, sampler, loader = build()
+    it = iter(loader)
+    history = [step(sampler, it, s) for s in range(6)]
+    for counts in history:
+        assert sum(counts.values()) == train * n and all(2 <= m <= 4 * n for m in counts.values())
+    assert any(m != n for counts in history[1:] for m in counts.values())  # measured prompts move responses
+    assert sampler.metrics()["select/alloc_measured_frac"] > 0
+    assert len(sampler.allocator.recent) == 6 * train
+    with pytest.raises(KeyError, match="already read"):
+        sampler.rollout_n(list(history[-1])[:1])
+
+    sampler.set_step(6)
+    first = next(it)["index"].tolist()
+    blob = io.BytesIO()
+    torch.save(loader.state_dict(), blob)  # mid-selection: the other half's counts are still to be read
+    rest = next(it)["index"].tolist()
+    expected = sampler.rollout_n(first + rest)
+    ds2, sampler2, loader2 = build()
+    blob.seek(0)
+    loader2.load_state_dict(torch.load(blob, weights_only=False))
+    it2 = iter(loader2)
+    assert next(it2)["index"].tolist() == rest
+    assert sampler2.rollout_n(first + rest) == expected
+    for s in (sampler, sampler2):
+        s.on_feedback({rid: (1, m) for rid, m in zip(first + rest, expected)}, 6)
+    assert step(sampler, it, 7) == step(sampler2, it2, 7)
+    assert sampler.state_dict() == sampler2.state_dict()
+
+    plain = PoolBatchSampler(PoolDataset(str(train_parquet), None, None, config), "uniform", train_batch_size=train)
+    with pytest.raises(ValueError, match="heapa.allocation is on"):
+        sampler2.load_state_dict(plain.state_dict())

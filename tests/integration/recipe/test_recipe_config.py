@@ -127,12 +127,22 @@ def test_cpu_preset_mirrors_the_cpu_override_list():
         ("heapa.ar3po.reuse.mode=swap", "heapa.ar3po"),
         ("+heapa.ar3po.k2=3", "heapa.ar3po"),
         ("heapa.hive.tail_tokens=-1", "heapa.hive"),
+        ("heapa.allocation.minimum=0", "heapa.allocation.minimum"),
     ],
 )
 def test_bad_values_fail_with_the_key_named(override, needle):
     cfg = _compose("method=heapa_dapo", "heapa.teacher.model=judge", override)
     with pytest.raises(HeapaConfigError, match=needle):
         _settings(cfg)
+
+
+@pytest.mark.parametrize("method", ["ar3po_grpo", "reinforce_ada"])
+def test_allocation_and_a_staged_rollout_are_one_or_the_other(method):
+    staged = "ar3po" if method.startswith("ar3po") else "reinforce_ada"
+    with pytest.raises(HeapaConfigError, match=rf"heapa\.allocation\.enabled.*heapa\.{staged}\.enabled.*pick one"):
+        _settings(_compose(f"method={method}", "actor_rollout_ref.rollout.n=16", "heapa.allocation.enabled=true"))
+    cfg = _compose("method=heapa_grpo", "heapa.teacher.model=judge", "heapa.allocation.enabled=true")
+    assert _settings(cfg).allocation.enabled
 
 
 def test_prepare_forwards_platform_and_wandb_tags_to_ray_workers(monkeypatch):

@@ -67,3 +67,26 @@ def test_prior_support_is_the_measured_rates_quantiles():
     assert prior_support([]).tolist() == [0.5]
     support = prior_support(np.linspace(0, 1, 101), points=4)
     assert support.tolist() == pytest.approx([0.125, 0.375, 0.625, 0.875])
+
+
+def test_allocator_plans_from_estimates_and_learns_its_prior():
+    from verl_ext.allocation import Allocator
+
+    alloc = Allocator(AllocationConfig(enabled=True), n=8)
+    # nothing measured: one shared belief (0.5), so every prompt gets n
+    assert alloc.plan([1, 2, 3], lambda rid: None) == {1: 8, 2: 8, 3: 8}
+    estimates = {1: 0.5, 2: 0.05, 3: None}
+    plan = alloc.plan([1, 2, 3], estimates.get)
+    assert sum(plan.values()) == 24 and plan[2] > plan[1]  # a rare success needs more responses to show
+    metrics = alloc.metrics()
+    assert metrics["select/alloc_measured_frac"] == pytest.approx(2 / 3)
+    assert metrics["select/alloc_expected_mixed"] >= metrics["select/alloc_expected_mixed_at_n"] - 1e-12
+    alloc.observe({1: (0, 8), 2: (8, 8), 3: (0, 0)})  # an empty group teaches the prior nothing
+    assert list(alloc.recent) == [0.0, 1.0]
+    again = Allocator(AllocationConfig(enabled=True, history=2), n=8)
+    again.load_state_dict(alloc.state_dict())
+    assert again.state_dict() == alloc.state_dict()
+    assert again.plan([4, 5], lambda rid: None) == alloc.plan([4, 5], lambda rid: None)
+    with pytest.raises(ValueError, match="Allocator"):
+        again.load_state_dict({"schema_version": 99, "recent": []})
+    assert Allocator(AllocationConfig(), n=8).plan([], lambda rid: None) == {}
