@@ -20,6 +20,7 @@ import ray
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from recipe.heapa.ops.ray_cleanup import local_cluster_cleanup
+from recipe.heapa.ops.ray_session import start_ray_in_own_session
 from recipe.heapa.ops.preemption import DriverPreemption, preemptions
 from recipe.heapa.ops.supervise import ATTEMPT_ENV, PREEMPTED_ENV, RESTARTS_ENV
 from verl_ext.checkpoint_layout import checkpoint_root
@@ -238,6 +239,8 @@ def main(config: DictConfig) -> None:
     prepare(config)
     preemption = DriverPreemption(settings.run, checkpoint_root(config.trainer.default_local_dir))
     local = running_cluster_address(config.ray_kwargs.get("ray_init") or {}) is None
+    if local:  # a job-wide signal (scancel, kill -- -PGID, Ctrl-C) then reaches the driver, not the cluster
+        start_ray_in_own_session()
     with local_cluster_cleanup(local):  # every Ray process this run started ends with it (ops/ray_cleanup.py)
         run_ppo(config, task_runner_class=_LaunchRunner(preemption))
     code = preemption.exit_code()

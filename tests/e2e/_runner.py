@@ -313,10 +313,12 @@ def run_until_killed(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Pa
 
 
 def run_and_signal(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Path, timeout_s: float, signal_when,
-                   signum: int = signal.SIGTERM, cwd: Path | None = None, poll_s: float = 0.5) -> tuple[RunResult, float]:
-    """Run ``cmd`` like ``run_logged`` and send ``signum`` to its first process only (as a scheduler does) the moment
-    ``signal_when()`` is true; it then runs on until it exits. Returns the result and the wall time of the signal
-    (None if it was never sent)."""
+                   signum: int = signal.SIGTERM, cwd: Path | None = None, poll_s: float = 0.5,
+                   group: bool = False) -> tuple[RunResult, float]:
+    """Run ``cmd`` like ``run_logged`` and send ``signum`` the moment ``signal_when()`` is true: to its first process
+    only (as Kubernetes does), or with ``group`` to every process of its process group (as Slurm's ``scancel``, ``kill
+    -- -PGID`` and a terminal's Ctrl-C do); it then runs on until it exits. Returns the result and the wall time of
+    the signal (None if it was never sent)."""
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -331,7 +333,10 @@ def run_and_signal(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Path
                     timed_out = True
                     break
                 if sent_at is None and signal_when():
-                    proc.send_signal(signum)
+                    if group:
+                        os.killpg(proc.pid, signum)  # its own session: process group id = its pid
+                    else:
+                        proc.send_signal(signum)
                     sent_at = time.monotonic() - start
                 time.sleep(poll_s)
         finally:

@@ -7,11 +7,15 @@ steps), three times:
 
 1. **killed.** SIGKILL to the whole process session once step 3 is logged (last checkpoint: step 2), no clean-up of
    any kind.
-2. **preempted.** The same command resumes at step 3; once its step 3 is logged, SIGTERM goes to the launcher's
-   first process only, as Kubernetes sends it. The signal travels launcher -> ``timeout`` -> supervisor -> trainer,
-   which finishes the step in progress, writes a complete checkpoint of it (manifest included), records it in
+2. **preempted.** The same command resumes at step 3; once its step 3 is logged, SIGTERM goes to every process of
+   the launcher's process group, as Slurm's ``scancel`` and preemption, ``kill -- -PGID`` and a terminal's Ctrl-C
+   deliver it. It reaches the driver directly and again through ``timeout`` and the supervisor (one preemption:
+   ``ops/preemption.py``), but not the Ray processes, which run in sessions of their own (``ops/ray_session.py``):
+   the trainer finishes the step in progress, writes a complete checkpoint of it (manifest included), records it in
    ``heapa_preempt.json`` and exits with ``heapa.run.requeue_exit_code`` (75) well inside ``heapa.run.grace_s``;
-   the supervisor does not restart a preempted run, and its Ray cluster goes with it.
+   the supervisor does not restart a preempted run, and its Ray cluster goes with it. (A signal to the launcher's
+   first process only, as Kubernetes sends it, travels the same way without the direct copy:
+   ``tests/integration/recipe/ops/test_supervise.py`` runs both deliveries through ``timeout`` and the supervisor.)
 3. **finished.** The same command again trains the remaining steps.
 
 Then: ``metrics.jsonl`` and ``trace.jsonl`` hold steps 1-6 once each, the steps after the preemption say
@@ -82,7 +86,8 @@ def test_a_killed_then_preempted_launcher_run_finishes_with_one_history(tiny_ass
 
     # 2. the same command resumes at step 3 and is preempted once its step 3 is logged
     second, sent_at = e2e_runner.run_and_signal(cmd, env=env, log_path=logs / "attempt2.log", timeout_s=timeout,
-                                                signal_when=_step_logged(metrics, 3, attempt=2), cwd=repo_root)
+                                                signal_when=_step_logged(metrics, 3, attempt=2), cwd=repo_root,
+                                                group=True)
     log2 = (logs / "attempt2.log").read_text(errors="replace")
     assert sent_at is not None, e2e_runner.tail(logs / "attempt2.log")
     assert not second.timed_out and second.returncode == 75, \

@@ -15,8 +15,11 @@ again"), and the next start resumes from that checkpoint (``resume_mode=auto``).
 
 If the step and the checkpoint do not finish within ``heapa.run.grace_s``, the driver exits with the same code at
 the deadline: the half-written checkpoint has no manifest, so the next start falls back to the previous complete
-one (``checkpoints.choose_resume``). A second signal does not shorten the grace period; the scheduler's own kill
-ends it.
+one (``checkpoints.choose_resume``). A second signal ends the run at once the same way (a second Ctrl-C: "stop
+now"). Copies of one delivery are one signal: a signal to the job's whole process group reaches the driver
+directly and again through the launcher's ``timeout`` and the supervisor, within milliseconds, so a signal within
+``REPEAT_WINDOW_S`` of the first is that delivery. The Ray processes are kept out of the job's process group
+(``ops/ray_session.py``), so such a signal does not kill the workers the checkpoint needs.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 REQUEST_FILE = "heapa_preempt.json"
 EX_TEMPFAIL = 75
+REPEAT_WINDOW_S = 2.0  # copies of one job-wide delivery arrive within milliseconds; a person's second Ctrl-C later
 
 
 _Seconds = Annotated[Float, Field(gt=0.0)]
@@ -59,7 +63,7 @@ class WatchdogSettings:
 class RunSettings:
     """``heapa.run``: how a run meets its cluster (preemption signals, grace period, exit code, watchdog)."""
 
-    preempt_signals: list[Str] = field(default_factory=lambda: ["SIGTERM", "SIGUSR1"])
+    preempt_signals: list[Str] = field(default_factory=lambda: ["SIGTERM", "SIGINT", "SIGUSR1"])
     grace_s: _Seconds = 300.0
     requeue_exit_code: Annotated[Int, Field(ge=1, le=255)] = EX_TEMPFAIL
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
@@ -137,9 +141,9 @@ class DriverPreemption:
     """The driver's half: signal -> request file + grace clock; ``exit_code()`` after training returns."""
 
     def __init__(self, settings: RunSettings, ckpt_dir: str | os.PathLike,
-                 exit_fn=os._exit) -> None:  # os._exit: the deadline must end the process whatever Ray is doing
+                 exit_fn=os._exit, clock=time.time) -> None:  # os._exit: ends the process whatever Ray is doing
         self.settings, self.ckpt_dir = settings, Path(ckpt_dir)
-        self.exit_fn = exit_fn
+        self.exit_fn, self.clock = exit_fn, clock
         self.requested_at: float | None = None
         self._timer: threading.Timer | None = None
 
@@ -151,10 +155,13 @@ class DriverPreemption:
     def _on_signal(self, signum, _frame) -> None:
         name = signal.Signals(signum).name
         if self.requested_at is not None:
-            logger.warning("%s again: still finishing the step and its checkpoint (grace %.0f s)", name,
-                           self.settings.grace_s)
+            if self.clock() - self.requested_at < REPEAT_WINDOW_S:
+                return  # a copy of the same job-wide delivery (see the module docstring)
+            logger.error("%s again: ending now without this step's checkpoint, exit code %d; the previous complete "
+                         "checkpoint stays valid", name, self.settings.requeue_exit_code)
+            self.exit_fn(self.settings.requeue_exit_code)
             return
-        self.requested_at = time.time()
+        self.requested_at = self.clock()
         deadline = self.requested_at + self.settings.grace_s
         _write(request_path(self.ckpt_dir), {"signal": name, "requested_at": self.requested_at,
                                              "deadline": deadline})

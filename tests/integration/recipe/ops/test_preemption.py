@@ -13,15 +13,15 @@ import time
 
 import pytest
 
-from recipe.heapa.ops.preemption import (DriverPreemption, RunSettings, WatchdogSettings, clear_request, mark_saved,
-                                      preemptions, read_request)
+from recipe.heapa.ops.preemption import (REPEAT_WINDOW_S, DriverPreemption, RunSettings, WatchdogSettings,
+                                      clear_request, mark_saved, preemptions, read_request)
 from recipe.heapa.settings import HeapaConfigError, parse_settings
 from recipe.heapa.ops.watchdog import EX_SOFTWARE, StepWatchdog
 
 
 @pytest.fixture
 def restore_signals():
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
     yield
     for s, handler in saved.items():
         signal.signal(s, handler)
@@ -37,11 +37,26 @@ def test_signal_writes_a_request_and_the_saved_checkpoint_gives_the_requeue_code
     os.kill(os.getpid(), signal.SIGUSR1)
     request = read_request(tmp_path)
     assert request["signal"] == "SIGUSR1" and request["deadline"] == pytest.approx(time.time() + 30, abs=5)
-    os.kill(os.getpid(), signal.SIGTERM)  # a second signal does not shorten anything
-    assert read_request(tmp_path)["signal"] == "SIGUSR1"
+    os.kill(os.getpid(), signal.SIGTERM)  # a copy of a job-wide delivery (within the repeat window): nothing
+    assert read_request(tmp_path)["signal"] == "SIGUSR1" and exits == []
     mark_saved(tmp_path, 7)  # what the trainer does at the end of the step
     assert read_request(tmp_path)["saved_step"] == 7
     assert driver.exit_code() == 75 and exits == [] and preemptions(tmp_path) == 1
+
+
+def test_copies_of_one_delivery_are_one_signal_and_a_later_one_ends_the_run_at_once(tmp_path, restore_signals):
+    now, exits = [1000.0], []
+    driver = DriverPreemption(RunSettings(grace_s=300), tmp_path, exit_fn=exits.append, clock=lambda: now[0])
+    driver.install()
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: a preemption, not a KeyboardInterrupt
+    for _ in range(2):  # the same delivery again through timeout and the supervisor, milliseconds later
+        now[0] += 0.01
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert read_request(tmp_path)["signal"] == "SIGINT" and exits == []
+    now[0] += REPEAT_WINDOW_S
+    os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C: stop now
+    assert exits == [75] and "saved_step" not in read_request(tmp_path)
+    driver.exit_code()  # cancels the grace timer
 
 
 def test_past_the_grace_period_the_driver_exits_and_a_final_step_needs_no_requeue(tmp_path, restore_signals):

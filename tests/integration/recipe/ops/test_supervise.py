@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 from pathlib import Path
 
 from recipe.heapa.ops.supervise import main
@@ -82,3 +84,42 @@ def test_sigterm_is_passed_on_and_ends_the_loop(tmp_path):
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 143
+
+
+# The driver's half of a preemption (ops/preemption.py) behind the launcher's `timeout --foreground` and the
+# supervisor: it finishes its "step" a second after the request, checkpoints, exits with the requeue code.
+DRIVER = r"""
+import sys, time
+from recipe.heapa.ops.preemption import DriverPreemption, RunSettings, mark_saved
+ckpt, flag = sys.argv[1], sys.argv[2]
+ends = []
+driver = DriverPreemption(RunSettings(grace_s=30), ckpt, exit_fn=ends.append)
+driver.install()
+open(flag, "w").write("up")
+while driver.requested_at is None:
+    time.sleep(0.05)
+time.sleep(1.0)  # the step in progress; copies of a job-wide delivery arrive meanwhile
+mark_saved(ckpt, 3)
+sys.exit(99 if ends else driver.exit_code())  # a copy taken for a second signal would have ended it at once
+"""
+
+
+@pytest.mark.parametrize("delivery", ["first process (Kubernetes)", "process group (Slurm, Ctrl-C)"])
+def test_a_scheduler_signal_through_timeout_and_the_supervisor_is_one_preemption(tmp_path, delivery):
+    from recipe.heapa.ops.preemption import preemptions, read_request
+
+    script, flag = tmp_path / "driver.py", tmp_path / "up"
+    script.write_text(DRIVER)
+    proc = subprocess.Popen(["timeout", "--foreground", "120", sys.executable, "-m", "recipe.heapa.ops.supervise",
+                             "--ckpt-dir", str(tmp_path), "--backoff-s", "0", "--",
+                             sys.executable, str(script), str(tmp_path), str(flag)],
+                            cwd=Path(__file__).resolve().parents[4], env=dict(os.environ), start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if delivery.startswith("first"):
+        proc.send_signal(signal.SIGTERM)  # the launcher's first process only; it reaches the driver forwarded
+    else:
+        os.killpg(proc.pid, signal.SIGTERM)  # every process: the driver directly and again forwarded
+    assert proc.wait(timeout=60) == 75
+    assert read_request(tmp_path)["signal"] == "SIGTERM" and preemptions(tmp_path) == 1
