@@ -62,6 +62,8 @@ PRIVATE_NAMES: tuple[VerlName, ...] = (
     VerlName(BASE, "PPOTrainer._get_required_batch_multiple", ("self", "dp_size"),
              used_by="trainer: AR3PO's padding (step/update_plan.py)"),
     VerlName(BASE, "PPOTrainer._validate", ("self",), used_by="trainer: the watchdog's validation stage"),
+    VerlName(BASE, "PPOTrainer._fetch_one_gen_batch", ("self",),
+             used_by="trainer: heapa.allocation's group sizes as each row's __rollout_n__"),
     VerlName(TRAINER, "PPOTrainerSync._save_checkpoint", ("self",), used_by="trainer_checkpoints: pool, state"),
     VerlName(TRAINER, "PPOTrainerSync._load_checkpoint", ("self",), used_by="trainer_checkpoints: pool, state"),
     VerlName("verl.workers.engine_workers", "TrainingWorker.train_mini_batch", ("self", "data"),
