@@ -107,6 +107,15 @@ def prepare(config: DictConfig):
                                f"actor_rollout_ref.actor.loss_agg_mode, got {mode}")
     if not config.trainer.get("use_v1", True):
         raise ValueError("the heapa recipe runs on verl's V1 trainer: trainer.use_v1 must stay true")
+    trainer_mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
+    if trainer_mode != "sync":
+        from recipe.heapa.settings import HeapaConfigError
+
+        raise HeapaConfigError(
+            f"trainer.v1.trainer_mode={trainer_mode}: the heapa recipe runs verl's synchronous trainer only "
+            "(PPOTrainerSync); its pool, AR3PO's update plan and HIVE's probe are not built for feedback that "
+            "arrives late from older policies, so the asynchronous modes would run neither trainer correctly. "
+            "Use trainer.v1.trainer_mode=sync")
     if settings.platform == "cpu":
         from verl_ext.cpu import ENV_DEFAULTS, activate
 

@@ -199,3 +199,12 @@ def test_signal_rows_needs_a_sequence_mean_loss_and_a_known_value():
     with pytest.raises(HeapaConfigError, match=r"heapa\.update\.sequence_mean_over must be one of"):
         _settings(_compose("method=grpo", "platform=cpu", "heapa.update.sequence_mean_over=tokens"))
     assert _settings(_compose("method=grpo", "platform=cpu")).update.sequence_mean_over == "all_rows"
+
+
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_an_asynchronous_trainer_mode_fails_at_start_naming_the_key(mode):
+    from recipe.heapa.main_heapa import prepare
+
+    cfg = _compose("method=grpo", "platform=cpu", "heapa.method=grpo", f"trainer.v1.trainer_mode={mode}")
+    with pytest.raises(HeapaConfigError, match=rf"trainer\.v1\.trainer_mode={mode}: .*synchronous trainer only"):
+        prepare(cfg)
