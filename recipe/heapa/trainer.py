@@ -184,7 +184,8 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         # heapa.allocation: each prompt's responses, as the row field verl's agent loop reads for its group size
         batch = super()._fetch_one_gen_batch()
         if self.batch_sampler.allocator is not None:
-            batch["__rollout_n__"] = torch.tensor(self.batch_sampler.rollout_n(list(batch["index"])), dtype=torch.int64)
+            sizes = self.batch_sampler.rollout_n(list(batch["index"]))
+            batch["__rollout_n__"] = torch.tensor(sizes, dtype=torch.int64)
         return batch
 
     def _get_required_batch_multiple(self, dp_size: int) -> int:

@@ -240,6 +240,9 @@ class PoolBatchSampler(Sampler[list[int]]):
                                  "resume with heapa.allocation.enabled=false or start a new run")
             self.allocator.load_state_dict(state["allocator"])
             self._rollout_n = {int(rid): int(m) for rid, m in state["rollout_n"]}
+        elif "allocator" in state:
+            logger.warning("the checkpoint was written with heapa.allocation on; this run has it off: every prompt "
+                           "gets rollout.n responses from here on")
 
 
 def make_train_dataloader(dataset: Any, batch_sampler: PoolBatchSampler, collate_fn: Any = None):
