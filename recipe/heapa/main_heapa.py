@@ -116,6 +116,7 @@ def prepare(config: DictConfig):
             "(PPOTrainerSync); its pool, AR3PO's update plan and HIVE's probe are not built for feedback that "
             "arrives late from older policies, so the asynchronous modes would run neither trainer correctly. "
             "Use trainer.v1.trainer_mode=sync")
+    _check_overlong_buffer(config)
     if settings.platform == "cpu":
         from verl_ext.cpu import ENV_DEFAULTS, activate
 
@@ -129,6 +130,22 @@ def prepare(config: DictConfig):
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
     return settings
+
+
+def _check_overlong_buffer(config: DictConfig) -> None:
+    """DAPO's overlong buffer must fit in the response length. verl's reward workers check it only when Ray starts
+    them, and their death surfaces as verl's replay buffer finding "no materializable trajectories"."""
+    buffer = OmegaConf.select(config, "reward.reward_kwargs.overlong_buffer", default=None)
+    if buffer is None or not buffer.get("enable", False):
+        return
+    length, max_len = int(buffer.get("len", 0)), int(config.data.max_response_length)
+    if not 0 <= length <= max_len:
+        from recipe.heapa.settings import HeapaConfigError
+
+        raise HeapaConfigError(
+            f"reward.reward_kwargs.overlong_buffer.len={length} must lie in [0, data.max_response_length={max_len}] "
+            "when reward.reward_kwargs.overlong_buffer.enable=true (the dapo presets): lower it, or raise "
+            "data.max_response_length")
 
 
 # ray.init refuses these when it connects to a running cluster (ray 2.60, ray/_private/worker.py: "When connecting

@@ -27,6 +27,11 @@ knows nothing and gives every prompt 8; from step 2 the 64 responses go where a 
 5 at ~0.5 is mixed anyway), verl's agent loop rolls each prompt out at its allocated size, and the update is planned
 for the uneven groups (GRPO's 2 optimizer steps). (At n = 2 or 4 the pool's estimates after one group are too mild
 to move a response.)
+Run E, ``method=reinforce_ada_dapo``, 2 steps on 8 copies of the seed mix (DAPO refills while a batch is in flight):
+the balanced exit leaves DAPO's filter only the groups that ran to the cap all right or all wrong; every trained
+group is mixed, the evicted ones are paid for and fed back.
+Run F, ``method=heapa_reinforce_ada``, 2 steps: the pool's pass rate of each record is over every response its
+rounds generated (read from the checkpoint's pool), not the n the update kept.
 """
 
 from __future__ import annotations
@@ -45,13 +50,14 @@ RUN_TIMEOUT_S = float(os.environ.get("VERL_EXT_E2E_TIMEOUT", "600"))
 LEVELS = [("n2_v5_a", 2), ("n2_v20_a", 5), ("n4_v99_m", 1)]
 
 
-def _seed_file(assets: Path, out: Path) -> tuple[Path, dict[int, str]]:
+def _seed_file(assets: Path, out: Path, copies: int = 1) -> tuple[Path, dict[int, str]]:
+    """``copies`` x the LEVELS mix (different problems of each level)."""
     import pandas as pd
 
     rows = pd.read_parquet(assets / "data" / "train.parquet")
     level = rows.extra_info.map(lambda e: e["level"])
-    picked = pd.concat([rows[level == name].head(k) for name, k in LEVELS]).reset_index(drop=True)
-    path = out / "seeds.parquet"
+    picked = pd.concat([rows[level == name].head(k * copies) for name, k in LEVELS]).reset_index(drop=True)
+    path = out / f"seeds_x{copies}.parquet"
     picked.to_parquet(path)
     # PoolDataset numbers seed records 0..N-1 in file order
     return path, {i: e["level"] for i, e in enumerate(picked.extra_info)}
@@ -109,7 +115,13 @@ def runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
                                                            method="reinforce_ada"))
     d = _run(e2e_runner, repo_root, base / "d", _overrides(tiny_assets, seeds, base / "d", steps=3, method="grpo")
              + ["heapa.allocation.enabled=true", "actor_rollout_ref.rollout.n=8"])
-    return {"a": a, "b": b, "c": c, "d": d, "levels": levels, "base": base}
+    seeds_x8, _ = _seed_file(tiny_assets, base, copies=8)  # DAPO refills the batch while 8 are in flight
+    e = _run(e2e_runner, repo_root, base / "e", _overrides(tiny_assets, seeds_x8, base / "e", steps=2,
+                                                           method="reinforce_ada_dapo")
+             + ["reward.reward_kwargs.overlong_buffer.len=4"])
+    f = _run(e2e_runner, repo_root, base / "f", _overrides(tiny_assets, seeds, base / "f", steps=2,
+                                                           method="heapa_reinforce_ada"))
+    return {"a": a, "b": b, "c": c, "d": d, "e": e, "f": f, "levels": levels, "base": base}
 
 
 def test_staged_rollout_spends_less_on_easy_prompts(runs):
@@ -216,3 +228,48 @@ def test_allocation_moves_responses_to_the_groups_likely_all_equal(runs):
         for rid, (_, size) in groups.items():
             (middling if runs["levels"][rid] == "n2_v20_a" else others).append(size)
     assert sum(middling) / len(middling) < 8 < sum(others) / len(others), (middling, others)
+
+
+
+def test_reinforce_ada_dapo_filters_only_groups_capped_all_equal(runs):
+    """The balanced exit (one right and one wrong at n = 2) makes every group that exits mixed: DAPO's filter can
+    only evict groups that ran to the cap all right or all wrong, and every trained group carries signal."""
+    metrics, trace = runs["e"]
+    assert set(metrics) == {1, 2}
+    evicted = 0
+    for step, m in metrics.items():
+        counts = trace[step]["rounds"]  # the trained groups (evicted and surplus ones never reach the update)
+        assert len(counts) == 8 and m["update/optimizer_steps"] == 2.0  # DAPO's full batch, GRPO's 8 / 4 updates
+        for generated, correct, kept, kept_correct in counts.values():
+            assert 1 <= correct < generated <= 6 and (kept, kept_correct) == (2, 1)
+        assert m["rollout/kept_mixed_frac"] == 1.0
+        groups_out = m.get("training/filter_groups/evicted_samples", 0)
+        surplus = m.get("training/filter_groups/discarded_surplus_samples", 0)
+        # every evicted group cost the cap: the responses no trained group holds are >= 6 per evicted group
+        assert m["rollout/gen_responses"] - m["rollout/responses_total"] >= 6 * groups_out + 2 * surplus
+        assert m["rollout/discarded_responses"] == m["rollout/gen_responses"] - 8 * 2  # all but the kept rows
+        assert m["feedback/evicted_groups_fed_back"] == groups_out + surplus  # the pool hears them too
+        evicted += groups_out
+    assert evicted > 0, "DAPO evicted no group in 2 steps: the out-of-reach records should run to the cap"
+
+
+def test_heapa_reinforce_ada_pool_hears_every_generated_response(runs):
+    """HeaPA's selection with Reinforce-Ada's rounds: the pool's pass rate of a record is over every response its
+    rounds generated, not the n the update kept."""
+    import pickle
+
+    metrics, trace = runs["f"]
+    assert set(metrics) == {1, 2}
+    for step, m in metrics.items():
+        counts = trace[step]["rounds"]
+        assert len(counts) == 8 and all(c[2] == 2 for c in counts.values())
+        generated = sum(c[0] for c in counts.values())
+        assert m["feedback/n_rollouts"] == m["rollout/gen_responses"] == generated > 8 * 2
+    with open(runs["base"] / "f" / "ckpt" / "global_step_2" / "pool_state.pkl", "rb") as fh:
+        pool = pickle.load(fh)["pool"]  # noqa: S301 - the run's own checkpoint
+    fields = pool["record_fields"]
+    records = {row[fields.index("id")]: row for row in pool["records"]}
+    for rid, (gen, correct, _, _) in trace[2]["rounds"].items():
+        row = records[int(rid)]
+        assert row[fields.index("visits")] == 2
+        assert row[fields.index("last_pass")] == pytest.approx(correct / gen)

@@ -208,3 +208,14 @@ def test_an_asynchronous_trainer_mode_fails_at_start_naming_the_key(mode):
     cfg = _compose("method=grpo", "platform=cpu", "heapa.method=grpo", f"trainer.v1.trainer_mode={mode}")
     with pytest.raises(HeapaConfigError, match=rf"trainer\.v1\.trainer_mode={mode}: .*synchronous trainer only"):
         prepare(cfg)
+
+
+def test_an_overlong_buffer_longer_than_the_responses_fails_at_start_naming_the_keys():
+    """verl's reward workers refuse it only once Ray has started them, and the run then dies in the replay buffer
+    ("no materializable trajectories"), far from the cause."""
+    from recipe.heapa.main_heapa import prepare
+
+    cfg = _compose("method=dapo", "platform=cpu", "heapa.method=dapo", "data.max_response_length=16")
+    with pytest.raises(HeapaConfigError, match=r"overlong_buffer\.len=4096 must lie in \[0, "
+                                               r"data\.max_response_length=16\]"):
+        prepare(cfg)
