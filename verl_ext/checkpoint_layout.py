@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 TRACKER = "latest_checkpointed_iteration.txt"
+STUCK_STEP_REPORT = "stuck_step_{step}.txt"  # the recipe's stuck-step watchdog writes it beside the step folders
 STEP_RE = re.compile(r"^global_step_(\d+)$")
 
 

@@ -81,7 +81,7 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         self.rollout_cost = RolloutCost()
         self.ar3po = self._build_ar3po(config)
         self.reinforce_ada = self._build_reinforce_ada(config)
-        self.watchdog = StepWatchdog(self.heapa.run.watchdog)
+        self.watchdog = StepWatchdog(self.heapa.run.watchdog, report_dir=config.trainer.default_local_dir)
         self.metrics_history = MetricsHistory.read(config)  # before verl's Tracking truncates the file
         self._saved_step = -1
         super().__init__(config)

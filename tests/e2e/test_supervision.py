@@ -85,11 +85,17 @@ def test_a_killed_worker_and_a_hung_step_are_each_restarted(tiny_assets, repo_ro
     res.assert_no_strays()  # its Ray cluster went with it, every attempt's
     # 1. the killed worker
     assert "attempt 1 ended with exit code" in log and "restart 1 of 2 from step 2" in log
-    # 2. the stuck step: named with its stage and the hung frame, both dumps, the abort, the restart
-    assert "step 4 is stuck" in log and "in stage 'test_hang'" in log
-    assert "stacks of the trainer's process" in log and "maybe_hang_for_test" in log
-    assert "`ray stack`" in log
-    assert "watchdog.abort: ending the trainer" in log and "restart 2 of 2 from step 3" in log
+    # 2. the stuck step: named with its stage and the hung frame, both dumps, the abort, the restart. Read from the
+    # watchdog's file: the trainer's stderr reaches the driver's log through Ray, late, and the last lines before
+    # the abort were lost when the driver tore the cluster down first
+    report = out / "ckpt" / "stuck_step_4.txt"
+    assert f"attempt 2: the watchdog's report of a stuck step: {report}" in log
+    text = report.read_text(errors="replace")
+    assert text.startswith("==== attempt 2, ")
+    assert "step 4 is stuck" in text and "in stage 'test_hang'" in text
+    assert "stacks of the trainer's process" in text and "maybe_hang_for_test" in text
+    assert "`ray stack`" in text
+    assert "watchdog.abort: ending the trainer" in text and "restart 2 of 2 from step 3" in log
     # one history
     train = [row for row in e2e_runner.metric_lines(metrics) if "feedback/n_records" in row["data"]]
     assert [row["step"] for row in train] == [1, 2, 3, 4, 5]  # no repeated step

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from verl_ext.checkpoint_layout import TRACKER
+from verl_ext.checkpoint_layout import STUCK_STEP_REPORT, TRACKER
 
 logger = logging.getLogger("recipe.heapa.ops.supervise")
 ATTEMPT_ENV, RESTARTS_ENV = "VERL_EXT_RUN_ATTEMPT", "VERL_EXT_RUN_RESTARTS"
@@ -70,8 +70,11 @@ class Supervisor:
             start = latest_step(self.ckpt_dir)
             cmd = self.cmd + (["trainer.resume_mode=auto"] if restarts else [])
             env = dict(os.environ, **{ATTEMPT_ENV: str(restarts + 1), RESTARTS_ENV: str(restarts)})
+            began = time.time()
             self.child = subprocess.Popen(cmd, env=env)
             rc = self.child.wait()
+            for report in stuck_step_reports(self.ckpt_dir, since=began):
+                logger.warning("attempt %d: the watchdog's report of a stuck step: %s", restarts + 1, report)
             if rc == 0 or self.stopping:
                 return rc
             if rc == self.requeue_code:  # the trainer checkpointed for a preemption (ops/preemption.py): not a crash
@@ -95,6 +98,14 @@ class Supervisor:
             time.sleep(self.backoff_s)
             if self.stopping:
                 return rc
+
+
+def stuck_step_reports(ckpt_dir: str | os.PathLike, since: float) -> list[Path]:
+    """The watchdog's reports (``ops/watchdog.py``) written since ``since`` (a ``time.time()``)."""
+    folder = Path(ckpt_dir)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob(STUCK_STEP_REPORT.format(step="*")) if p.stat().st_mtime >= since)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,11 @@ daemon thread in the trainer's process. The trainer marks each step's start and 
 
 and counts it in ``run/stuck_steps``. With ``abort: true`` it then ends the process (exit code 70, ``EX_SOFTWARE``),
 so the driver fails and the supervisor (``ops/supervise.py``) restarts the run from its latest checkpoint.
+
+Everything it logs also goes to ``stuck_step_<step>.txt`` in the checkpoint folder (``report_dir``; a later attempt
+stuck at the same step appends), closed before the process ends: Ray forwards a worker's stderr to the driver
+asynchronously, and when the trainer ends right after the dump the driver tears the cluster down before the last
+lines arrive. The supervisor names the file in its own log.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import TextIO
 
 from recipe.heapa.ops.preemption import WatchdogSettings
+from verl_ext.checkpoint_layout import STUCK_STEP_REPORT
 
 logger = logging.getLogger(__name__)
 EX_SOFTWARE = 70
@@ -37,8 +45,9 @@ HISTORY = 50  # step durations the median is taken over
 class StepWatchdog:
     """See the module docstring; ``clock``, ``dump`` and ``exit_fn`` are injectable for tests."""
 
-    def __init__(self, settings: WatchdogSettings, clock=time.monotonic, dump=None, exit_fn=os._exit) -> None:
-        self.settings = settings
+    def __init__(self, settings: WatchdogSettings, clock=time.monotonic, dump=None, exit_fn=os._exit,
+                 report_dir: str | os.PathLike | None = None) -> None:
+        self.settings, self.report_dir = settings, report_dir
         self.clock, self.exit_fn = clock, exit_fn
         self.dump = dump or dump_stacks
         self.durations: list[float] = []
@@ -99,32 +108,64 @@ class StepWatchdog:
             self._reported = True
             self.stuck_steps += 1
             step, stage, in_stage = self._step, self._stage, now - self._stage_began
-        logger.error("step %d is stuck: %.0f s so far (limit %.0f s = max(floor_s, %.1f x median step)), in stage "
-                     "'%s' for %.0f s; stacks follow", step, elapsed, limit, self.settings.factor, stage, in_stage)
-        self.dump()
+        report = self._open_report(step)
+        message = (f"step {step} is stuck: {elapsed:.0f} s so far (limit {limit:.0f} s = max(floor_s, "
+                   f"{self.settings.factor:.1f} x median step)), in stage '{stage}' for {in_stage:.0f} s; stacks "
+                   f"follow" + (f" (also in {report.name})" if report else ""))
+        try:
+            _log_error(message, report)
+            self.dump(report)
+            if self.settings.abort:
+                _log_error(f"watchdog.abort: ending the trainer (exit code {EX_SOFTWARE}) so the supervisor "
+                           "restarts the run from its latest checkpoint", report)
+        finally:
+            if report is not None:
+                report.close()  # on disk before the process ends
         if self.settings.abort:
-            logger.error("watchdog.abort: ending the trainer (exit code %d) so the supervisor restarts the run from "
-                         "its latest checkpoint", EX_SOFTWARE)
             self.exit_fn(EX_SOFTWARE)
         return True
 
+    def _open_report(self, step: int) -> TextIO | None:
+        if not self.report_dir:
+            return None
+        path = Path(self.report_dir) / STUCK_STEP_REPORT.format(step=step)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            report = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by check()
+        except OSError as err:
+            logger.warning("watchdog: cannot write %s (%s): the report goes to the log only", path, err)
+            return None
+        report.write(f"==== attempt {os.environ.get('VERL_EXT_RUN_ATTEMPT', '1')}, "
+                     f"{time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
+        return report
 
-def dump_stacks() -> None:
-    """This process's threads (faulthandler) and this node's Ray workers (``ray stack``, py-spy)."""
-    sys.stderr.write("==== heapa watchdog: stacks of the trainer's process ====\n")
-    sys.stderr.flush()
-    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+
+def _log_error(message: str, report: TextIO | None) -> None:
+    logger.error("%s", message)
+    if report is not None:
+        report.write(message + "\n")
+        report.flush()
+
+
+def dump_stacks(report: TextIO | None = None) -> None:
+    """This process's threads (faulthandler) and this node's Ray workers (``ray stack``, py-spy), to stderr and to
+    ``report`` when given."""
+    for stream in (sys.stderr, report):
+        if stream is not None:
+            stream.write("==== heapa watchdog: stacks of the trainer's process ====\n")
+            stream.flush()  # faulthandler writes to the file descriptor, past Python's buffer
+            faulthandler.dump_traceback(file=stream, all_threads=True)
     ray_cli = shutil.which("ray") or os.path.join(os.path.dirname(sys.executable), "ray")
     if not os.path.exists(ray_cli):
-        logger.warning("watchdog: no `ray` CLI next to %s: Ray workers' stacks not dumped", sys.executable)
+        _log_error(f"watchdog: no `ray` CLI next to {sys.executable}: Ray workers' stacks not dumped", report)
         return
     try:
         out = subprocess.run([ray_cli, "stack"], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as err:
-        logger.warning("watchdog: `ray stack` failed (%s): Ray workers' stacks not dumped", err)
+        _log_error(f"watchdog: `ray stack` failed ({err}): Ray workers' stacks not dumped", report)
         return
     text = (out.stdout or "") + (out.stderr or "")
-    logger.error("==== heapa watchdog: `ray stack` (exit %d) ====\n%s", out.returncode, text[-200_000:])
+    _log_error(f"==== heapa watchdog: `ray stack` (exit {out.returncode}) ====\n{text[-200_000:]}", report)
 
 
 HANG_ENV = "VERL_EXT_TEST_HANG"

@@ -99,7 +99,7 @@ class Clock:
 
 def test_watchdog_reports_a_step_past_its_limit_once_with_its_stage():
     clock, dumps, exits = Clock(), [], []
-    dog = StepWatchdog(WatchdogSettings(factor=3.0, floor_s=10.0), clock=clock, dump=lambda: dumps.append(1),
+    dog = StepWatchdog(WatchdogSettings(factor=3.0, floor_s=10.0), clock=clock, dump=lambda _report: dumps.append(1),
                        exit_fn=exits.append)
     for step in range(1, 6):  # steps of 8 s: the limit is max(10, 3 x 8) = 24 s
         dog.step_begin(step)
@@ -119,7 +119,7 @@ def test_watchdog_reports_a_step_past_its_limit_once_with_its_stage():
 
 def test_watchdog_abort_ends_the_process_and_the_floor_covers_the_first_step(caplog):
     clock, exits = Clock(), []
-    dog = StepWatchdog(WatchdogSettings(floor_s=60.0, abort=True), clock=clock, dump=lambda: None,
+    dog = StepWatchdog(WatchdogSettings(floor_s=60.0, abort=True), clock=clock, dump=lambda _report: None,
                        exit_fn=exits.append)
     dog.step_begin(1)  # no history: the floor alone
     dog.stage("test_hang")
@@ -132,9 +132,38 @@ def test_watchdog_abort_ends_the_process_and_the_floor_covers_the_first_step(cap
     assert "step 1 is stuck" in caplog.text and "'test_hang'" in caplog.text
 
 
+def test_watchdog_report_file_holds_the_whole_report_before_the_process_ends(tmp_path, monkeypatch):
+    """Ray forwards a worker's stderr late; the file is complete and closed when ``exit_fn`` runs, and the
+    supervisor finds it."""
+    from recipe.heapa.ops.supervise import stuck_step_reports
+    from recipe.heapa.ops.watchdog import dump_stacks
+
+    monkeypatch.setenv("VERL_EXT_RUN_ATTEMPT", "2")
+    monkeypatch.setattr("recipe.heapa.ops.watchdog.shutil.which", lambda _name: None)  # no `ray stack` here
+    monkeypatch.setattr("recipe.heapa.ops.watchdog.sys.executable", str(tmp_path / "bin" / "python"))
+    clock, seen = Clock(), []
+    report = tmp_path / "ckpt" / "stuck_step_3.txt"
+    began = time.time() - 1.0
+    dog = StepWatchdog(WatchdogSettings(floor_s=10.0, abort=True), clock=clock, dump=dump_stacks,
+                       exit_fn=lambda code: seen.append((code, report.read_text())), report_dir=tmp_path / "ckpt")
+    dog.step_begin(3)
+    dog.stage("update_actor")
+    clock.t += 11.0
+    assert dog.check()
+    [(code, text)] = seen
+    assert code == EX_SOFTWARE
+    assert text.startswith("==== attempt 2, ")
+    assert "step 3 is stuck" in text and "in stage 'update_actor'" in text and str(report) in text
+    assert "stacks of the trainer's process" in text and "test_watchdog_report_file_holds" in text  # this frame
+    assert "no `ray` CLI" in text and text.rstrip().endswith("restarts the run from its latest checkpoint")
+    assert stuck_step_reports(tmp_path / "ckpt", since=began) == [report]
+    assert stuck_step_reports(tmp_path / "ckpt", since=time.time() + 5.0) == []  # an older attempt's report
+    assert stuck_step_reports(tmp_path / "absent", since=began) == []
+
+
 def test_watchdog_thread_runs_and_stops():
     dumps = []
-    dog = StepWatchdog(WatchdogSettings(floor_s=0.05, poll_s=0.02), dump=lambda: dumps.append(1))
+    dog = StepWatchdog(WatchdogSettings(floor_s=0.05, poll_s=0.02), dump=lambda _report: dumps.append(1))
     dog.start()
     dog.step_begin(1)
     time.sleep(0.3)
