@@ -135,23 +135,28 @@ class StepWatchdog:
         except OSError as err:
             logger.warning("watchdog: cannot write %s (%s): the report goes to the log only", path, err)
             return None
-        report.write(f"==== attempt {os.environ.get('VERL_EXT_RUN_ATTEMPT', '1')}, "
-                     f"{time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
+        _log_error(f"==== attempt {os.environ.get('VERL_EXT_RUN_ATTEMPT', '1')}, "
+                   f"{time.strftime('%Y-%m-%d %H:%M:%S')} ====", report, log=False)
         return report
 
 
-def _log_error(message: str, report: TextIO | None) -> None:
-    logger.error("%s", message)
-    if report is not None:
-        report.write(message + "\n")
-        report.flush()
+def _log_error(message: str, report: TextIO | None, log: bool = True) -> None:
+    if log:
+        logger.error("%s", message)
+    if report is not None and not report.closed:
+        try:
+            report.write(message + "\n")
+            report.flush()
+        except OSError as err:  # a full disk must not stop the dump to the log, nor the abort
+            logger.warning("watchdog: writing %s failed (%s): the rest goes to the log only", report.name, err)
+            report.close()
 
 
 def dump_stacks(report: TextIO | None = None) -> None:
     """This process's threads (faulthandler) and this node's Ray workers (``ray stack``, py-spy), to stderr and to
     ``report`` when given."""
     for stream in (sys.stderr, report):
-        if stream is not None:
+        if stream is not None and not stream.closed:
             stream.write("==== heapa watchdog: stacks of the trainer's process ====\n")
             stream.flush()  # faulthandler writes to the file descriptor, past Python's buffer
             faulthandler.dump_traceback(file=stream, all_threads=True)
