@@ -161,6 +161,32 @@ def test_watchdog_report_file_holds_the_whole_report_before_the_process_ends(tmp
     assert stuck_step_reports(tmp_path / "absent", since=began) == []
 
 
+def test_watchdog_on_a_full_disk_still_logs_and_aborts(tmp_path, monkeypatch, caplog):
+    import io
+
+    from recipe.heapa.ops.watchdog import dump_stacks
+
+    class FullDisk(io.StringIO):
+        name = str(tmp_path / "stuck_step_1.txt")
+
+        def write(self, _text):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("recipe.heapa.ops.watchdog.open", lambda *_a, **_k: FullDisk(), raising=False)
+    monkeypatch.setattr("recipe.heapa.ops.watchdog.shutil.which", lambda _name: None)
+    monkeypatch.setattr("recipe.heapa.ops.watchdog.sys.executable", str(tmp_path / "bin" / "python"))
+    clock, exits = Clock(), []
+    dog = StepWatchdog(WatchdogSettings(floor_s=1.0, abort=True), clock=clock, dump=dump_stacks,
+                       exit_fn=exits.append, report_dir=tmp_path)
+    dog.step_begin(1)
+    clock.t += 2.0
+    with caplog.at_level("WARNING"):
+        assert dog.check()
+    assert exits == [EX_SOFTWARE]
+    assert "No space left on device" in caplog.text and "step 1 is stuck" in caplog.text
+    assert "watchdog.abort: ending the trainer" in caplog.text
+
+
 def test_watchdog_thread_runs_and_stops():
     dumps = []
     dog = StepWatchdog(WatchdogSettings(floor_s=0.05, poll_s=0.02), dump=lambda _report: dumps.append(1))
