@@ -21,7 +21,6 @@ pytestmark = pytest.mark.slow
 
 BUILD_BUNDLE = Path(__file__).resolve().parents[3] / "scripts" / "device_smoke" / "build_bundle.py"
 HARD_LIMIT_MIB = 64.0  # the carry mechanism's limit: bundle + working tree
-TARGET_MIB = 45.0  # the target, leaving room for outputs and a rerun
 
 
 def _pypi_reachable() -> bool:
@@ -61,12 +60,6 @@ def test_bundle_and_working_tree_fit_the_carry_limit(manifest, repo_root, workin
     total = sizes["bundle_xz_mib"] + working_tree_mib
     print(f"bundle {sizes['bundle_xz_mib']} MiB + working tree {working_tree_mib:.2f} MiB = {total:.1f} MiB")
     assert total <= HARD_LIMIT_MIB, f"{total:.1f} MiB exceeds the {HARD_LIMIT_MIB} MiB a lent machine takes"
-
-
-@pytest.mark.xfail(reason="measured 2026-12: Ray (3 native binaries) + pyarrow alone exceed the 45 MiB target "
-                          "with the working tree; see docs/device_smoke.md", strict=False)
-def test_bundle_and_working_tree_meet_the_target(manifest, working_tree_mib):
-    assert manifest["sizes"]["bundle_xz_mib"] + working_tree_mib <= TARGET_MIB
 
 
 def test_bundle_holds_no_pruned_parts(manifest):
