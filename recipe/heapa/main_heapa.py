@@ -115,7 +115,7 @@ def prepare(config: DictConfig):
             f"trainer.v1.trainer_mode={trainer_mode}: the heapa recipe runs verl's synchronous trainer only "
             "(PPOTrainerSync); its pool, AR3PO's update plan and HIVE's probe are not built for feedback that "
             "arrives late from older policies, so the asynchronous modes would run neither trainer correctly. "
-            "Use trainer.v1.trainer_mode=sync")
+            "Use trainer.v1.trainer_mode=sync (docs/async.md: what running them would take)")
     _check_overlong_buffer(config)
     if settings.platform == "cpu":
         from verl_ext.cpu import ENV_DEFAULTS, activate
