@@ -97,6 +97,8 @@ PRIVATE_NAMES: tuple[VerlName, ...] = (
 # Internals without a leading underscore: set by verl in one method and read by the recipe elsewhere, or passed
 # to a constructor verl does not document.
 NON_PRIVATE_NAMES: tuple[VerlName, ...] = (
+    VerlName("verl.workers.rollout.utils", "ensure_async_iterator", ("iterable",),
+             used_by="cpu/hf_rollout: a weight stream, plain or async"),
     VerlName(BASE, "PPOTrainer.__init__", attr="parameter_sync_step", used_by="set_training_horizon"),
     VerlName(BASE, "PPOTrainer.__init__", attr="trainer_mode", used_by="gen_batch_size, trainer_setup"),
     VerlName(BASE, "PPOTrainer._init_dataloader", attr="train_dataloader_it", used_by="trainer: resume"),

@@ -15,6 +15,7 @@ import ray
 
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica
+from verl.workers.rollout.utils import ensure_async_iterator
 
 from .hf_server import HFServer
 
@@ -78,13 +79,17 @@ class HFReplica(RolloutReplica):
 class HFServerAdapter(BaseRollout):
     """Lives in the actor worker; pushes each new policy to its replica's ``HFServer``."""
 
-    def __init__(self, config: Any, model_config: Any, device_mesh: Any, *args: Any, **kwargs: Any):
+    def __init__(self, config: Any, model_config: Any, device_mesh: Any, *args: Any, replica_rank: int = -1,
+                 **kwargs: Any):
         super().__init__(config, model_config, device_mesh)
         rank = int(os.environ.get("RANK", 0))
         world = (self.config.tensor_model_parallel_size * self.config.data_parallel_size
                  * self.config.pipeline_model_parallel_size)
-        self.replica_rank = rank // world
+        # A standalone replica's checkpoint-engine worker is told its replica (its RANK counts within its own
+        # worker group, not the trainer's); a hybrid one works it out from the trainer rank, as vLLM's adapter does.
+        self.replica_rank = rank // world if replica_rank == -1 else replica_rank
         self.rollout_rank = rank % world
+        self.is_leader_rank = self.rollout_rank == 0  # verl's checkpoint engine asks which worker pushes
         self._server = None
 
     def _server_handle(self):
@@ -95,8 +100,9 @@ class HFServerAdapter(BaseRollout):
     async def update_weights(self, weights, wire_format: str = "named_tensors", **kwargs: Any) -> dict:
         if wire_format != "named_tensors":
             raise NotImplementedError(f"hf rollout accepts full named tensors only, got wire_format={wire_format!r}")
-        # Every rank must drain the generator: producing each tensor may run a collective (all-gather).
-        tensors = {name: t.detach().to("cpu").clone() for name, t in weights}
+        # Every rank must drain the stream: producing each tensor may run a collective (all-gather). The actor
+        # hands a generator, a checkpoint engine's receive_weights an async one.
+        tensors = {name: t.detach().to("cpu").clone() async for name, t in ensure_async_iterator(weights)}
         if self.rollout_rank != 0:
             return {}
         matched = await self._server_handle().load_weights.remote(tensors, global_steps=kwargs.get("global_steps"))

@@ -218,7 +218,10 @@ class HFServer:
         n = self._seen[key] = self._seen.get(key, -1) + 1
         return request_seed(self.seed, key, n)
 
-    async def _batched(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> tuple[list[int], list[float]]:
+    async def _batched(self, prompt_ids: list[int],
+                       sampling_params: dict[str, Any]) -> tuple[tuple[list[int], list[float]], int | None]:
+        """The request's tokens and log-probs, and the weights' ``global_steps`` they were generated with (read under
+        the lock: a weight push waiting on it lands before this request's caller resumes)."""
         settings = tuple(sorted((k, repr(v)) for k, v in sampling_params.items()))
         # The seed leaves out whether log-probs are returned: it does not change what is sampled, and a method that
         # asks for them (AR3PO's reuse correction) must see the same samples as one that does not.
@@ -227,8 +230,9 @@ class HFServer:
         if sampling_params.get("stop"):
             async with self._lock:
                 budget = self._max_new_tokens(len(prompt_ids), sampling_params)
+                version = self.global_steps
                 return (await asyncio.to_thread(self._generate_sync, [prompt_ids], sampling_params, budget,
-                                                None if seed is None else [seed]))[0]
+                                                None if seed is None else [seed]))[0], version
         future = asyncio.get_running_loop().create_future()
         budget = self._max_new_tokens(len(prompt_ids), sampling_params)
         key = (budget, settings)
@@ -253,6 +257,7 @@ class HFServer:
                 del self._pending[key]
             try:
                 async with self._lock:
+                    version = self.global_steps
                     results = await asyncio.to_thread(self._generate_sync, prompts, pending.params, pending.budget,
                                                       seeds)
             except Exception as err:  # not swallowed: each waiting request raises it (a waiter must never hang)
@@ -268,20 +273,20 @@ class HFServer:
                 raise
             for fut, result in zip(futures, results):
                 if not fut.done():  # the caller may have been cancelled meanwhile
-                    fut.set_result(result)
+                    fut.set_result((result, version))
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any],
                        image_data: Any = None, video_data: Any = None, **_kwargs: Any) -> TokenOutput:
         if image_data is not None or video_data is not None:
             raise NotImplementedError("the hf CPU rollout serves text-only models")
         prompt_ids = [int(t) for t in prompt_ids]
-        tokens, logprobs = await self._batched(prompt_ids, dict(sampling_params))
+        (tokens, logprobs), version = await self._batched(prompt_ids, dict(sampling_params))
         want_logprobs = bool(sampling_params.get("logprobs", False))
         return TokenOutput(
             token_ids=tokens,
             log_probs=logprobs if want_logprobs else None,
             stop_reason="completed",  # EOS, a stop string or the length cap (vLLM reports all as completed)
-            extra_fields={"global_steps": self.global_steps},
+            extra_fields={"global_steps": version},
         )
 
     async def load_weights(self, named_tensors: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
@@ -297,13 +302,13 @@ class HFServer:
         unknown = sorted(set(named_tensors) - set(own))
         if unknown:
             logger.warning("weight push carries %d unknown tensors, e.g. %s", len(unknown), unknown[:3])
-        async with self._lock:
+        async with self._lock:  # the version changes with the weights: a batch reads both under this lock
             with torch.no_grad():
                 for name in matched:
                     own[name].copy_(named_tensors[name].to(own[name].dtype))
-        self.global_steps = global_steps
-        self.weight_versions += 1
-        self._seen.clear()  # request counts are per weights
+            self.global_steps = global_steps
+            self.weight_versions += 1
+            self._seen.clear()  # request counts are per weights
         return len(matched)
 
     async def get_weight_versions(self) -> int:

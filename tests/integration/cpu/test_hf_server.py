@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 import torch
@@ -106,6 +107,40 @@ def test_sampled_batch_logprobs_match_a_plain_forward(server):
             ref = torch.log_softmax(server.model(torch.tensor([ids + out.token_ids])).logits[0].float(), -1)
         for i, t in enumerate(out.token_ids):
             assert abs(out.log_probs[i] - float(ref[len(ids) - 1 + i, t])) < 1e-4
+
+
+def test_a_weight_push_during_a_batch_does_not_relabel_its_responses(server, monkeypatch):
+    """Responses carry the weights' ``global_steps`` they were generated with: a push that waits on the server's lock
+    while a batch generates lands before the batch's callers resume, and must not lend them its version (verl's
+    ``trajectory_staleness`` reads the label)."""
+    ids = _augment_prompt(server)
+    state = {k: v.clone() for k, v in server.model.state_dict().items()}
+    started, release = threading.Event(), threading.Event()
+    generate = server._generate_sync
+
+    def held(*args, **kwargs):
+        started.set()
+        assert release.wait(30), "the test never released the batch"
+        return generate(*args, **kwargs)
+
+    async def race():
+        await server.load_weights(state, global_steps=3)
+        monkeypatch.setattr(server, "_generate_sync", held)
+        request = asyncio.create_task(server.generate("r", prompt_ids=ids, sampling_params={"max_tokens": 2}))
+        assert await asyncio.to_thread(started.wait, 30), "the batch never started"
+        push = asyncio.create_task(server.load_weights(state, global_steps=4))
+        await asyncio.sleep(0.05)
+        assert not push.done(), "the push must wait for the batch's lock"
+        release.set()
+        return await request, await push
+
+    try:
+        out, _ = asyncio.run(race())
+        assert out.extra_fields["global_steps"] == 3 and server.global_steps == 4
+    finally:
+        release.set()
+        monkeypatch.undo()
+        asyncio.run(server.load_weights(state))
 
 
 def test_a_failing_batch_fails_its_requests_instead_of_hanging(server):
