@@ -105,13 +105,18 @@ class LearnerConfig:
 @config_dataclass(name="train", error=ConfigError)
 class TrainConfig:
     """The loop: ``batch_size`` prompts x ``n`` rollouts per step, until ``budget_rollouts`` responses; accuracy
-    is measured every ``eval_every`` steps; ``target_accuracy`` defines "rollouts to target"."""
+    is measured every ``eval_every`` steps; ``target_accuracy`` defines "rollouts to target".
+
+    ``feedback_delay`` d models an asynchronous trainer: a batch selected and rolled out at step s (by the policy of
+    step s) is trained, and its outcomes reach the pool and the strategy, at step s + d; its records stay in flight
+    meanwhile, so selection cannot hand them out again. 0 is the synchronous loop."""
 
     batch_size: PositiveInt = 64
     n: PositiveInt = 8
     budget_rollouts: PositiveInt = 102_400
     target_accuracy: Fraction = 0.6
     eval_every: PositiveInt = 1
+    feedback_delay: NonNegInt = 0
 
 
 @config_dataclass(name="augment", error=ConfigError)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -227,27 +228,22 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
     """The step loop, until the rollout budget is spent or the pool has nothing left to hand out. Feedback,
     observe, augmentation and the cost hear the generated groups (size m each); the update also the reused success."""
     train = config.train
-    k, n = train.batch_size, train.n
+    k = train.batch_size
     out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
     spent, step = 0, 0
+    in_flight: deque[tuple[int, np.ndarray, Any]] = deque()  # (step it trains at, ids, rollout): feedback_delay
     while spent < train.budget_rollouts:
         batch = strat.select(pool, k, step)
-        if not batch:
+        if not batch and not in_flight:
             break
-        ids = np.asarray(batch, dtype=np.int64)
-        draw = fixed_rollout(world, ids, n) if staged is None else staged(ids, step)
-        passes, sizes = draw.passes, draw.sizes
-        results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}
-        pool.feedback(results, step)
-        strat.observe(results, step)
-        world.learn(ids, draw.learn_passes, sizes if draw.learn_sizes is None else draw.learn_sizes, batch_size=k)
-        spent += int(sizes.sum())
-        out.groups += len(ids)
-        out.reused += draw.reused
-        out.zero_variance_groups += int(np.count_nonzero((passes == 0) | (passes == sizes)))
-        if augmenter is not None:
-            augmenter.fire(ids, passes, sizes, step)
-            augmenter.integrate(step)
+        if batch:
+            ids = np.asarray(batch, dtype=np.int64)
+            draw = fixed_rollout(world, ids, train.n) if staged is None else staged(ids, step)
+            spent += int(draw.sizes.sum())
+            in_flight.append((step + train.feedback_delay, ids, draw))
+        while in_flight and (in_flight[0][0] <= step or spent >= train.budget_rollouts or not batch):
+            _, ids, draw = in_flight.popleft()
+            _train_on(world, pool, strat, augmenter, out, ids, draw, step, k)
         if refresher is not None:
             refresher.step(step)
         pool.reinsert(step, k)
@@ -257,3 +253,19 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
             out.accuracy.append(world.test_accuracy())
     out.steps, out.responses = step, spent
     return out
+
+
+def _train_on(world: SyntheticWorld, pool: QueryPool, strat: Strategy, augmenter: SimAugmenter | None,
+              out: RunResult, ids: np.ndarray, draw: Any, step: int, k: int) -> None:
+    """One batch's outcomes reach the pool and the strategy, and the policy trains on it, at ``step``."""
+    passes, sizes = draw.passes, draw.sizes
+    results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}
+    pool.feedback(results, step)
+    strat.observe(results, step)
+    world.learn(ids, draw.learn_passes, sizes if draw.learn_sizes is None else draw.learn_sizes, batch_size=k)
+    out.groups += len(ids)
+    out.reused += draw.reused
+    out.zero_variance_groups += int(np.count_nonzero((passes == 0) | (passes == sizes)))
+    if augmenter is not None:
+        augmenter.fire(ids, passes, sizes, step)
+        augmenter.integrate(step)
