@@ -36,7 +36,7 @@ class SimAugmenter:
         self._parent_rng = random.Random(int(rng.integers(2**63)))
         self._pending: deque[tuple[int, list[tuple[int, float, float, bool]]]] = deque()
         self.counts = dict.fromkeys(("generations", "parse_failed", "teacher_calls", "accepted", "accepted_invalid",
-                                     "rejected", "dropped_parent_gone", "linked"), 0)
+                                     "rejected", "dropped_parent_gone", "linked", "unlinked"), 0)
 
     def fire(self, ids: np.ndarray, passes: np.ndarray, n: int | np.ndarray, step: int) -> None:
         """Ask the policy for children of the chosen parents of this batch; verdicts become ready later.
@@ -85,6 +85,10 @@ class SimAugmenter:
                             np.array([self.world.topic[parent]]), np.array([valid]))
         self.counts["accepted"] += 1
         self.counts["accepted_invalid"] += int(not valid)
-        if child in self.pool and self.refresher is not None and self.refresher.link(child):
+        if child not in self.pool or self.refresher is None:
+            return 1
+        if parent not in self.pool:  # a child's child: the full pool evicted the farthest child, its parent
+            self.counts["unlinked"] += 1
+        elif self.refresher.link(child):
             self.counts["linked"] += 1
         return 1

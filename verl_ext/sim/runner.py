@@ -28,7 +28,8 @@ from verl_ext.selection import Strategy, build_strategy, get_strategy_class
 from verl_ext.sim.augment import SimAugmenter
 from verl_ext.sim.config import ScenarioConfig
 from verl_ext.allocation import AllocationConfig, RoundsConfig
-from verl_ext.sim.rollout import AllocatedRollout, RoundsRollout, StagedRollout, ar3po_config, fixed_rollout
+from verl_ext.sim.rollout import (AllocatedRollout, RoundsRollout, StagedRollout, StepRollout, ar3po_config,
+                                  fixed_rollout)
 from verl_ext.sim.world import SyntheticWorld
 
 
@@ -231,7 +232,7 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
     k = train.batch_size
     out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
     spent, step = 0, 0
-    in_flight: deque[tuple[int, np.ndarray, Any]] = deque()  # (step it trains at, ids, rollout): feedback_delay
+    in_flight: deque[tuple[int, np.ndarray, StepRollout]] = deque()  # (step it trains at, ids, rollout)
     while spent < train.budget_rollouts:
         batch = strat.select(pool, k, step)
         if not batch and not in_flight:
@@ -241,6 +242,8 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
             draw = fixed_rollout(world, ids, train.n) if staged is None else staged(ids, step)
             spent += int(draw.sizes.sum())
             in_flight.append((step + train.feedback_delay, ids, draw))
+        # Due batches train; so does everything in flight once the budget is spent (the run's last step) or when
+        # the pool had nothing to hand out (its records are all in flight: waiting would stall the loop).
         while in_flight and (in_flight[0][0] <= step or spent >= train.budget_rollouts or not batch):
             _, ids, draw = in_flight.popleft()
             _train_on(world, pool, strat, augmenter, out, ids, draw, step, k)
@@ -256,7 +259,7 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
 
 
 def _train_on(world: SyntheticWorld, pool: QueryPool, strat: Strategy, augmenter: SimAugmenter | None,
-              out: RunResult, ids: np.ndarray, draw: Any, step: int, k: int) -> None:
+              out: RunResult, ids: np.ndarray, draw: StepRollout, step: int, k: int) -> None:
     """One batch's outcomes reach the pool and the strategy, and the policy trains on it, at ``step``."""
     passes, sizes = draw.passes, draw.sizes
     results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}

@@ -208,7 +208,11 @@ class AugmentationStage:
             self.seen.add_text(problem)
             self.counters["inserted"] += 1
             if self.lineage is not None and cid in self.pool:
-                self.lineage.link(cid)
+                if pid in self.pool:
+                    self.lineage.link(cid)
+                else:  # the parent was a child too, and the full pool made room by evicting it
+                    logger.info("augmentation: child %d entered a full pool in place of its parent %d (no "
+                                "lineage edge)", cid, pid)
             added.append(cid)
         return added
 

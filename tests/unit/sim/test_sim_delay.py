@@ -4,10 +4,17 @@ when the budget runs out; d = 0 is the synchronous loop, draw for draw."""
 
 import pytest
 
-from verl_ext.sim import run_simulation
+from verl_ext.sim import ScenarioConfig, run_simulation
 from verl_ext.sim.runner import build_sim_strategy
 
-from tests.unit.sim.test_sim_runner import tiny
+
+def tiny(delay: int) -> ScenarioConfig:
+    """A small pool and 40 steps: enough batches in flight to check the bookkeeping."""
+    return ScenarioConfig.from_dict({
+        "name": "delay", "prompts": {"n_train": 300, "n_test": 200, "n_topics": 2},
+        "train": {"batch_size": 16, "n": 8, "budget_rollouts": 16 * 8 * 40, "feedback_delay": delay},
+        "pool": {"max_pool_size": 450, "reinsertion": {"trigger": "always"}},
+    })
 
 
 class Recording:
@@ -34,7 +41,7 @@ class Recording:
 @pytest.mark.parametrize("name", ["uniform", "heapa"])
 @pytest.mark.parametrize("delay", [1, 3])
 def test_each_batch_is_heard_once_delay_steps_later_and_never_drawn_while_in_flight(name, delay):
-    cfg = tiny(train={"feedback_delay": delay})
+    cfg = tiny(delay)
     made = {}
 
     def factory(world, seed):
@@ -56,6 +63,14 @@ def test_each_batch_is_heard_once_delay_steps_later_and_never_drawn_while_in_fli
 
 
 def test_no_delay_is_the_synchronous_loop_and_a_delay_changes_the_run():
-    base = run_simulation(tiny(), "heapa", seed=1)
-    assert run_simulation(tiny(train={"feedback_delay": 0}), "heapa", seed=1).same_outcome(base)
-    assert not run_simulation(tiny(train={"feedback_delay": 2}), "heapa", seed=1).same_outcome(base)
+    base = run_simulation(tiny(0), "heapa", seed=1)
+    assert run_simulation(tiny(0), "heapa", seed=1).same_outcome(base)
+    assert not run_simulation(tiny(2), "heapa", seed=1).same_outcome(base)
+
+
+def test_a_child_that_evicts_its_own_parent_enters_unlinked():
+    """A full pool makes room for a child by evicting the farthest child, which can be the new child's parent (a
+    child of a child): the new one stays, without a lineage edge, instead of ending the run with a dangling-parent
+    LineageError (seed 2 did: 5 such children, all evictions of children)."""
+    res = run_simulation(tiny(0), "heapa", seed=2)
+    assert res.augment["unlinked"] > 0 and res.augment["linked"] > 0
