@@ -34,3 +34,40 @@ def tiny_assets() -> Path:
     for needed in ("manifest.json", "model/config.json", "data/train.parquet", "data/val.parquet"):
         assert (path / needed).exists(), f"tiny assets at {path} lack {needed}: delete the directory to rebuild"
     return path
+
+
+# Seconds each e2e module took on a 2-core CI machine (stop 47; module wall time, assets already built). They only
+# order the suite, longest first, so that the two xdist workers finish together: with `--no-loadscope-reorder`
+# xdist hands modules out in collection order, two ahead per worker, and its default order (most tests first)
+# left one worker idle for the last 390 s, running the long e2e modules last. A module missing here counts as the
+# longest.
+E2E_SECONDS = {
+    "test_ar3po_cpu.py": 331, "test_supervision.py": 194, "test_heapa_cpu.py": 189, "test_async_cpu.py": 150,
+    "test_readme_cpu_walk.py": 149, "test_interrupted_launcher.py": 147, "test_grpo_cpu.py": 130,
+    "test_pinned_run.py": 119, "test_multinode_cpu.py": 115, "test_hive_cpu.py": 63, "test_device_smoke_dry.py": 48,
+}
+
+
+def _suite_rank(modules: dict[str, list]) -> dict[str, tuple]:
+    """Module -> sort key: the longest e2e module first (its worker builds the tiny assets, ~3 min on both cores,
+    then trains), then every module that needs no assets (the other worker runs them meanwhile), then the other
+    e2e modules longest first, then the short modules that read the assets."""
+    def e2e_cost(path: str) -> float:
+        return E2E_SECONDS.get(Path(path).name, float("inf"))
+
+    e2e = sorted((m for m in modules if "/e2e/" in f"/{m}"), key=lambda m: -e2e_cost(m))
+    rank: dict[str, tuple] = {}
+    for i, path in enumerate(e2e):
+        rank[path] = (0, 0) if i == 0 else (2, i)
+    for path, items in modules.items():
+        if path not in rank:
+            rank[path] = (3, 0) if any("tiny_assets" in item.fixturenames for item in items) else (1, 0)
+    return rank
+
+
+def pytest_collection_modifyitems(session, config, items):
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    rank = _suite_rank(modules)
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: a module's tests keep their order
