@@ -30,7 +30,8 @@ logger = logging.getLogger("recipe.heapa.main_heapa")  # not "__main__" under -m
 
 @ray.remote(num_cpus=1)
 class HeapaTaskRunner:
-    """Builds ``HeapaTrainer`` and the agent-loop manager, then trains (mirrors verl's ``TaskRunnerV1.run``)."""
+    """Builds the recipe's trainer (``trainer.trainer_class``) and the agent-loop manager, then trains (mirrors
+    verl's ``TaskRunnerV1.run``)."""
 
     def run(self, config: DictConfig) -> None:
         import transfer_queue as tq
@@ -41,7 +42,7 @@ class HeapaTaskRunner:
 
         from recipe.heapa.ops.checkpoint_manifest import choose_resume
         from recipe.heapa.ops.run_files import prepare_run_files
-        from recipe.heapa.trainer import HeapaTrainer
+        from recipe.heapa.trainer import trainer_class
         from verl_ext.adapters._config import configure_logging
 
         configure_verl_logging()
@@ -58,7 +59,7 @@ class HeapaTaskRunner:
         trainer = None
         succeeded = False
         try:
-            trainer = HeapaTrainer(config=config)
+            trainer = trainer_class(config.trainer.v1.trainer_mode)(config=config)
             trainer.init()
             fqn = config.actor_rollout_ref.rollout.get("agent", {}).get("agent_loop_manager_class")
             manager_cls = load_class_from_fqn(fqn, "AgentLoopManager") if fqn else AgentLoopManagerTQ
@@ -107,15 +108,7 @@ def prepare(config: DictConfig):
                                f"actor_rollout_ref.actor.loss_agg_mode, got {mode}")
     if not config.trainer.get("use_v1", True):
         raise ValueError("the heapa recipe runs on verl's V1 trainer: trainer.use_v1 must stay true")
-    trainer_mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
-    if trainer_mode != "sync":
-        from recipe.heapa.settings import HeapaConfigError
-
-        raise HeapaConfigError(
-            f"trainer.v1.trainer_mode={trainer_mode}: the heapa recipe runs verl's synchronous trainer only "
-            "(PPOTrainerSync); its pool, AR3PO's update plan and HIVE's probe are not built for feedback that "
-            "arrives late from older policies, so the asynchronous modes would run neither trainer correctly. "
-            "Use trainer.v1.trainer_mode=sync (docs/async.md: what running them would take)")
+    check_trainer_mode(config, settings)
     _check_overlong_buffer(config)
     if settings.platform == "cpu":
         from verl_ext.cpu import ENV_DEFAULTS, activate
@@ -130,6 +123,44 @@ def prepare(config: DictConfig):
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
     return settings
+
+
+# What the asynchronous trainer does not run yet, and why (docs/async.md): (setting, is it on, reason)
+ASYNC_UNSUPPORTED = (
+    ("heapa.ar3po.enabled", lambda s, c: s.ar3po.enabled,
+     "AR3PO's staged rollout plans each group within one step; a partial rollout resumed a step later is not"),
+    ("heapa.reinforce_ada.enabled", lambda s, c: s.reinforce_ada.enabled,
+     "Reinforce-Ada's rounds run in the same staged rollout as AR3PO"),
+    ("heapa.allocation.enabled", lambda s, c: s.allocation.enabled,
+     "the allocator's uneven groups have not been run through the asynchronous buffer"),
+    ("heapa.hive.verify", lambda s, c: s.selection_name == "hive" and s.hive.verify,
+     "HIVE's probe runs the actor inside selection, which the asynchronous trainer calls while the rollout runs"),
+    ("algorithm.filter_groups.enable", lambda s, c: bool(OmegaConf.select(c, "algorithm.filter_groups.enable",
+                                                                          default=False)),
+     "DAPO's group filter has not been run through the asynchronous buffer"),
+)
+
+
+def check_trainer_mode(config: DictConfig, settings) -> None:
+    """``trainer.v1.trainer_mode``: ``sync``, or ``colocate_async`` without the settings it does not run yet."""
+    from recipe.heapa.settings import HeapaConfigError
+
+    mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
+    if mode == "sync":
+        return
+    if mode != "colocate_async":
+        raise HeapaConfigError(
+            f"trainer.v1.trainer_mode={mode}: the heapa recipe runs sync or colocate_async. separate_async needs a "
+            "checkpoint engine other than 'naive' for its standalone rollout replicas (none imports on the CPU "
+            "backend) and has not been run with the recipe (docs/async.md)")
+    sync_steps = OmegaConf.select(config, f"trainer.v1.{mode}.parameter_sync_step", default=1)
+    if sync_steps != 1:
+        raise HeapaConfigError(f"trainer.v1.{mode}.parameter_sync_step={sync_steps}: the heapa recipe's step reads "
+                               "one sampled batch per weight sync; set it to 1")
+    for key, enabled, why in ASYNC_UNSUPPORTED:
+        if enabled(settings, config):
+            raise HeapaConfigError(f"{key} with trainer.v1.trainer_mode={mode}: {why}. Turn it off, or use "
+                                   "trainer.v1.trainer_mode=sync")
 
 
 def _check_overlong_buffer(config: DictConfig) -> None:

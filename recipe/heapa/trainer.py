@@ -1,4 +1,8 @@
-"""The HeaPA trainer: verl's synchronous V1 PPO trainer with the prompt pool in charge of what is trained.
+"""The HeaPA trainer: verl's V1 PPO trainer with the prompt pool in charge of what is trained.
+
+The step below is one mixin (``HeapaSteps``) over either of verl's colocated trainers: ``PPOTrainerSync``
+(``trainer.v1.trainer_mode=sync``, the default) or ``PPOTrainerColocateAsync`` (``colocate_async``: the next
+batch generates while this one trains; ``trainer_class`` picks, ``docs/async.md`` says what differs).
 
 One step, as data flows (the PPO update itself is verl's, unchanged). Its state lives in one ``StepContext``
 (``step/context.py``), opened in ``on_step_begin`` and closed at the end of ``step``:
@@ -43,6 +47,7 @@ import logging
 import torch
 from omegaconf import OmegaConf, open_dict
 
+from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 from verl.utils.import_utils import load_class_from_fqn
@@ -61,6 +66,7 @@ from recipe.heapa.step.actor_updates import ActorWorkers
 from recipe.heapa.step.advantage_diagnostics import advantage_diagnostics, read_advantages
 from recipe.heapa.step.batch_view import StepBatch
 from recipe.heapa.step.context import StepContext
+from recipe.heapa.step.in_flight import InFlight
 from recipe.heapa.step.outcomes import StepOutcomes
 from recipe.heapa.step.replay_buffer import Eviction
 from recipe.heapa.step.rollout_cost import RolloutCost
@@ -70,8 +76,9 @@ from recipe.heapa.verl_contract import actor_dp_size
 logger = logging.getLogger(__name__)
 
 
-class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
-    """``PPOTrainerSync`` whose training prompts come from a ``QueryPool`` through a selection strategy."""
+class HeapaSteps(RecipeSetup, RecipeCheckpoints):
+    """A verl V1 trainer whose training prompts come from a ``QueryPool`` through a selection strategy (a mixin:
+    the concrete trainers below put it in front of verl's class, whose ``trainer_mode`` branches still run)."""
 
     def __init__(self, config):
         self.heapa = parse_settings(OmegaConf.to_container(config.heapa, resolve=True))
@@ -79,6 +86,7 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         self.last_pass_rates: dict[int, float] = {}  # the last step's measured records: augmentation's parents
         self.lineage = self.augment = self.probe = None  # built with the pool (trainer_setup.py)
         self.rollout_cost = RolloutCost()
+        self.in_flight = InFlight()  # groups handed to the rollout and not yet heard back (step/in_flight.py)
         self.ar3po = self._build_ar3po(config)
         self.reinforce_ada = self._build_reinforce_ada(config)
         self.watchdog = StepWatchdog(self.heapa.run.watchdog, report_dir=config.trainer.default_local_dir)
@@ -181,8 +189,9 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         return batch
 
     def _fetch_one_gen_batch(self):
-        # heapa.allocation: each prompt's responses, as the row field verl's agent loop reads for its group size
         batch = super()._fetch_one_gen_batch()
+        self.in_flight.handed_out(list(batch["uid"]), list(batch["index"]), self.batch_sampler.step)
+        # heapa.allocation: each prompt's responses, as the row field verl's agent loop reads for its group size
         if self.batch_sampler.allocator is not None:
             sizes = self.batch_sampler.rollout_n(list(batch["index"]))
             batch["__rollout_n__"] = torch.tensor(sizes, dtype=torch.int64)
@@ -280,6 +289,12 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         if self.ctx is None:
             raise RuntimeError("verl evicted training groups outside a step: their outcomes have no step to join")
         self.ctx.discard(*eviction.discarded)
+        heard = self.in_flight.heard(eviction.uids, self.ctx.step)
+        if self.trainer_mode != "sync":
+            # no reward (a failed rollout): nothing to feed back, and no step end releases it in these modes
+            unmeasured = [rid for rid in heard if rid not in eviction.outcomes]
+            if unmeasured:
+                self.batch_sampler.release_unused(unmeasured)
         self.ctx.outcomes.reward_infos.extend(eviction.reward_infos)
         if eviction.outcomes:
             self.ctx.outcomes.evicted(eviction.outcomes)
@@ -288,9 +303,14 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         """4. The trained groups' outcomes, by record id; HIVE's response entropy; unused selections released."""
         view = ctx.take_view()
         ctx.outcomes.trained(view, self.heapa.feedback.pass_threshold)  # generated rows, by record id
+        self.in_flight.heard((t.uid for t in view.generated()), ctx.step)
         self.last_pass_rates = ctx.outcomes.pass_rates()
         hive = self._observe_response_entropy(view) if self.heapa.selection_name == "hive" else {}
-        self.batch_sampler.release_unused()  # handed out but never rolled out: back to the pool
+        if self.trainer_mode == "sync":
+            self.batch_sampler.release_unused()  # handed out but never rolled out: back to the pool
+            self.in_flight.clear()
+        # asynchronous modes: what is still handed out is generating for a later step (verl's warm-up batches and
+        # the batch each step adds), and stays in flight in the pool until it is trained or evicted
         return hive
 
     def _observe_response_entropy(self, view: StepBatch) -> dict[str, float]:
@@ -319,6 +339,7 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
         metrics.update(ctx.outcomes.metrics())
         metrics.update(hive)
         metrics.update(self.rollout_cost.close_step(batch.tags, ctx.discarded))
+        metrics.update(self.in_flight.metrics())
         metrics["heapa/pool_overhead_s"] = (timing_raw["heapa_select"] + timing_raw["heapa_feedback"]
                                             + timing_raw["heapa_refresh"])
         metrics["heapa/augment_overhead_s"] = (timing_raw.get("heapa_augment_fire", 0.0) + timing_raw["heapa_integrate"]
@@ -330,7 +351,8 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
     def _trace(self, ctx: StepContext) -> None:
         if not self.heapa.trace_file:
             return
-        row = {"step": ctx.step, "trained": ctx.outcomes.records(), "children": ctx.children}
+        row = {"step": ctx.step, "trained": ctx.outcomes.records(), "children": ctx.children,
+               "handed_out": list(self.in_flight.handed)}  # before this step's metrics reset it
         if ctx.reuse is not None:  # per record: [responses generated, correct ones]; records that got a reuse
             row["ar3po"] = {str(k): v for k, v in ctx.reuse.counts.items()}
             row["reused"] = sorted(ctx.reuse.reused_records)
@@ -343,6 +365,7 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
 
     # ------------------------------------------------------------------------------------------- run control
     def on_train_begin(self):
+        self.batch_sampler.set_step(self.global_steps)  # the asynchronous trainers select warm-up batches here
         super().on_train_begin()
         self.metrics_history.replay(self.logger)  # verl's Tracking exists now; nothing logged yet without validation
         self.watchdog.start()
@@ -366,3 +389,24 @@ class HeapaTrainer(RecipeSetup, RecipeCheckpoints, PPOTrainerSync):
     def _validate(self, *args, **kwargs):
         self.watchdog.stage("validation")
         return super()._validate(*args, **kwargs)
+
+
+class HeapaTrainer(HeapaSteps, PPOTrainerSync):
+    """``trainer.v1.trainer_mode=sync``: each step rolls out the batch it selected, then trains on it."""
+
+
+class HeapaColocateAsyncTrainer(HeapaSteps, PPOTrainerColocateAsync):
+    """``trainer.v1.trainer_mode=colocate_async``: verl's colocated asynchronous trainer (the rollout generates the
+    next batches while this one trains; a group trains at the step after its selection, or later)."""
+
+
+TRAINERS = {"sync": HeapaTrainer, "colocate_async": HeapaColocateAsyncTrainer}
+
+
+def trainer_class(trainer_mode: str) -> type[HeapaSteps]:
+    """The recipe's trainer for ``trainer.v1.trainer_mode`` (``main_heapa.check_trainer_mode`` refuses the rest)."""
+    try:
+        return TRAINERS[trainer_mode]
+    except KeyError:
+        raise HeapaConfigError(f"trainer.v1.trainer_mode={trainer_mode}: the heapa recipe runs "
+                               f"{' or '.join(TRAINERS)}") from None

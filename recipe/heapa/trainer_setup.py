@@ -24,7 +24,7 @@ from recipe.heapa.settings import HeapaConfigError, strategy_kwargs
 from recipe.heapa.stages.augmentation import AugmentationStage
 from recipe.heapa.stages.hive_verify import PromptEntropyProbe
 from recipe.heapa.step.replay_buffer import PATH as FEEDBACK_BUFFER_PATH
-from recipe.heapa.step.replay_buffer import FeedbackReplayBuffer
+from recipe.heapa.step.replay_buffer import FeedbackReplayBuffer, FeedbackReplayBufferAsync
 from recipe.heapa.verl_contract import gen_batch_size, record_gen_batch_size, replay_buffer_filter_kwargs, \
     set_training_horizon
 
@@ -115,7 +115,7 @@ class RecipeSetup:
         if self._uses_feedback_buffer():
             self._configure_feedback_buffer()
         buffer = super()._build_replay_buffer()
-        if isinstance(buffer, FeedbackReplayBuffer):  # the report of evicted groups, into the open step
+        if isinstance(buffer, (FeedbackReplayBuffer, FeedbackReplayBufferAsync)):  # the report of evicted groups, into the open step
             buffer.connect(self._on_eviction, self.heapa.feedback.acc_field, self.heapa.feedback.pass_threshold)
         else:
             logger.warning("custom replay buffer %s: groups it evicts (e.g. DAPO-filtered) are not fed back to the "
@@ -124,7 +124,7 @@ class RecipeSetup:
 
     def _uses_feedback_buffer(self) -> bool:
         custom = self.config.trainer.v1.sampler.get("custom_sampler") or {}
-        return not (custom.get("path") and custom.get("name")) and self.trainer_mode == "sync"
+        return not (custom.get("path") and custom.get("name"))
 
     def _configure_feedback_buffer(self) -> None:
         """verl passes a custom buffer no group-filtering arguments: they travel in ``sampler_kwargs``, computed by
@@ -134,5 +134,6 @@ class RecipeSetup:
         if self.heapa.poll_interval_s is not None:
             extra["poll_interval"] = self.heapa.poll_interval_s  # verl polls finished rollouts every 2 s
         with open_dict(self.config):
-            sampler.custom_sampler = {"path": FEEDBACK_BUFFER_PATH, "name": FeedbackReplayBuffer.__name__}
+            buffer = FeedbackReplayBuffer if self.trainer_mode == "sync" else FeedbackReplayBufferAsync
+            sampler.custom_sampler = {"path": FEEDBACK_BUFFER_PATH, "name": buffer.__name__}
             sampler.sampler_kwargs = {**(sampler.get("sampler_kwargs") or {}), **extra}

@@ -198,11 +198,14 @@ FILTER_KWARGS = ("filter_groups_metric", "sync_refill_failed_groups", "train_bat
 
 
 def replay_buffer_filter_kwargs(trainer) -> dict:
-    """The group-filtering arguments verl 0.9.1's ``_build_replay_buffer`` gives its own sync ``ReplayBuffer``
-    (and not a ``trainer.v1.sampler.custom_sampler``): the recipe's buffer receives them through ``sampler_kwargs``."""
+    """The group-filtering arguments verl 0.9.1's ``_build_replay_buffer`` gives its own ``ReplayBuffer`` (sync) or
+    ``ReplayBufferAsync`` (the asynchronous modes: the first two only), and not a
+    ``trainer.v1.sampler.custom_sampler``: the recipe's buffer receives them through ``sampler_kwargs``."""
     sampler = trainer.config.trainer.v1.sampler
     metric = trainer._resolve_filter_groups_metric()
     refill = bool(sampler.get("sync_refill_failed_groups", False))
+    if trainer.trainer_mode != "sync":
+        return {"filter_groups_metric": metric, "sync_refill_failed_groups": refill}
     train_batch_size = trainer.config.data.train_batch_size
     filter_groups = trainer.config.algorithm.get("filter_groups", None)
     return {

@@ -2,9 +2,9 @@
 step reads in one screen).
 
 verl saves the actor, optimizer, dataloader (with the pool's sampler state) and RNG; ``_save_checkpoint`` adds the
-pool file, ``heapa_state.json`` (lineage, teacher queue, AR3PO bank, rollout cost) and, last, the manifest that
-marks the folder complete (``ops/checkpoint_manifest.py``). ``_preempt_requested`` serves a scheduler's stop signal
-(``ops/preemption.py``) at the end of a step.
+pool file, ``heapa_state.json`` (lineage, teacher queue, AR3PO bank, rollout cost, groups in flight) and, last, the
+manifest that marks the folder complete (``ops/checkpoint_manifest.py``). ``_preempt_requested`` serves a scheduler's
+stop signal (``ops/preemption.py``) at the end of a step.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class RecipeCheckpoints:
         state = {"schema_version": STATE_VERSION, "lineage": self.lineage.state_dict() if self.lineage else None,
                  "augment": self.augment.state_dict() if self.augment else None,
                  "ar3po": self.ar3po.state_dict() if self.ar3po else None,
-                 "rollout_cost": self.rollout_cost.state_dict(),
+                 "rollout_cost": self.rollout_cost.state_dict(), "in_flight": self.in_flight.state_dict(),
                  "last_pass_rates": {str(k): v for k, v in self.last_pass_rates.items()}, "saved_at": time.time()}
         tmp = os.path.join(folder, STATE_FILE + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
@@ -115,4 +115,6 @@ class RecipeCheckpoints:
             self.ar3po.load_state_dict(state["ar3po"])  # the response bank
         if state.get("rollout_cost") is not None:
             self.rollout_cost.load_state_dict(state["rollout_cost"])
+        if state.get("in_flight") is not None:  # groups verl re-issues under their uids (asynchronous modes)
+            self.in_flight.load_state_dict(state["in_flight"])
         self.last_pass_rates = {int(k): float(v) for k, v in state.get("last_pass_rates", {}).items()}

@@ -6,7 +6,9 @@ just before it clears them and reported to the trainer's open step (``Eviction``
 its pass rate back to the pool (``outcomes.py``). The subclass is plugged in through verl's documented setting
 (``trainer.v1.sampler.custom_sampler``); verl gives a custom buffer none of its group-filtering arguments, so the
 trainer passes them in ``sampler_kwargs`` (``verl_contract.replay_buffer_filter_kwargs``), with
-``heapa.poll_interval_s`` as the buffer's ``poll_interval``.
+``heapa.poll_interval_s`` as the buffer's ``poll_interval``. ``FeedbackReplayBufferAsync`` is the same report over
+verl's asynchronous buffer (``trainer.v1.trainer_mode=colocate_async``), which also evicts groups older than
+``trainer.v1.sampler.max_off_policy_threshold`` steps.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
 from recipe.heapa.step.batch_view import Outcomes, StepBatch, parse_key
 from recipe.heapa.verl_contract import FILTER_KWARGS  # what verl gives its own buffer and not a custom one
@@ -29,15 +31,16 @@ PATH = "pkg://recipe.heapa.step.replay_buffer"
 @dataclass(frozen=True)
 class Eviction:
     """Groups the buffer is about to clear: their outcomes by record id (none for trajectories without a reward),
-    their reward info, and what generating them cost (responses, response tokens)."""
+    their reward info, what generating them cost (responses, response tokens) and the groups' uids."""
 
     outcomes: Outcomes
     reward_infos: list
     discarded: tuple[int, int]
+    uids: tuple[str, ...] = ()
 
 
-class FeedbackReplayBuffer(ReplayBuffer):
-    """verl's sync replay buffer that reports the groups it evicts before clearing them (``connect``)."""
+class _ReportsEvictions:
+    """The report, in front of either of verl's buffers (``connect``)."""
 
     def __init__(self, *, sampler_kwargs=None, **kwargs) -> None:
         own = dict(sampler_kwargs or {})
@@ -61,8 +64,9 @@ class FeedbackReplayBuffer(ReplayBuffer):
         keys = [k for k in partition if (parts := parse_key(k)) is not None and parts[0] in uids]
         cost = (len(keys), sum(int(partition[k].get("response_len", 0)) for k in keys))
         finished = [k for k in keys if parse_key(k)[0] in self.finished_keys[partition_id]]
+        uids = tuple(sorted(uids))
         if not finished:
-            return Eviction({}, [], cost)
+            return Eviction({}, [], cost, uids)
         view = StepBatch.read(finished, [partition[k] for k in finished], partition_id, self._acc_field)
         try:
             outcomes = view.outcomes(self._threshold)
@@ -70,4 +74,12 @@ class FeedbackReplayBuffer(ReplayBuffer):
             # Failed or partial trajectories carry no reward: they teach the pool nothing.
             logger.warning("evicted groups without %r; %d trajectories not fed back", self._acc_field, len(finished))
             outcomes = {}
-        return Eviction(outcomes, view.reward_infos(), cost)
+        return Eviction(outcomes, view.reward_infos(), cost, uids)
+
+
+class FeedbackReplayBuffer(_ReportsEvictions, ReplayBuffer):
+    """verl's sync replay buffer that reports the groups it evicts before clearing them."""
+
+
+class FeedbackReplayBufferAsync(_ReportsEvictions, ReplayBufferAsync):
+    """verl's asynchronous replay buffer that reports the groups it evicts (stale ones too) before clearing them."""

@@ -201,13 +201,42 @@ def test_signal_rows_needs_a_sequence_mean_loss_and_a_known_value():
     assert _settings(_compose("method=grpo", "platform=cpu")).update.sequence_mean_over == "all_rows"
 
 
-@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
-def test_an_asynchronous_trainer_mode_fails_at_start_naming_the_key(mode):
+def test_separate_async_fails_at_start_naming_the_key():
     from recipe.heapa.main_heapa import prepare
 
-    cfg = _compose("method=grpo", "platform=cpu", "heapa.method=grpo", f"trainer.v1.trainer_mode={mode}")
-    with pytest.raises(HeapaConfigError, match=rf"trainer\.v1\.trainer_mode={mode}: .*synchronous trainer only"):
+    cfg = _compose("method=grpo", "platform=cpu", "heapa.method=grpo", "trainer.v1.trainer_mode=separate_async")
+    with pytest.raises(HeapaConfigError, match=r"trainer\.v1\.trainer_mode=separate_async: .*sync or colocate_async"):
         prepare(cfg)
+
+
+@pytest.mark.parametrize(("method", "extra", "key"), [
+    ("ar3po_grpo", [], r"heapa\.ar3po\.enabled with trainer\.v1\.trainer_mode=colocate_async: AR3PO"),
+    ("reinforce_ada", [], r"heapa\.reinforce_ada\.enabled"),
+    ("hive_grpo", [], r"heapa\.hive\.verify"),
+    ("heapa_dapo", [], r"algorithm\.filter_groups\.enable"),
+    ("grpo", ["heapa.allocation.enabled=true"], r"heapa\.allocation\.enabled"),
+    ("grpo", ["+trainer.v1.colocate_async.parameter_sync_step=2"],
+     r"trainer\.v1\.colocate_async\.parameter_sync_step=2"),
+])
+def test_colocate_async_refuses_what_it_does_not_run_naming_the_key(method, extra, key):
+    from recipe.heapa.main_heapa import check_trainer_mode
+
+    cfg = _compose(f"method={method}", "platform=cpu", "actor_rollout_ref.rollout.n=8",
+                   "heapa.teacher.backend=programmatic", "trainer.v1.trainer_mode=colocate_async", *extra)
+    with pytest.raises(HeapaConfigError, match=key):
+        check_trainer_mode(cfg, _settings(cfg))
+
+
+@pytest.mark.parametrize("method", ["grpo", "heapa_grpo", "ps"])
+def test_colocate_async_starts_for_the_pool_presets(method):
+    from recipe.heapa.main_heapa import check_trainer_mode
+    from recipe.heapa.trainer import HeapaColocateAsyncTrainer, HeapaTrainer, trainer_class
+
+    cfg = _compose(f"method={method}", "platform=cpu", "heapa.teacher.backend=programmatic",
+                   "trainer.v1.trainer_mode=colocate_async")
+    check_trainer_mode(cfg, _settings(cfg))
+    assert trainer_class(cfg.trainer.v1.trainer_mode) is HeapaColocateAsyncTrainer
+    assert trainer_class("sync") is HeapaTrainer
 
 
 def test_an_overlong_buffer_longer_than_the_responses_fails_at_start_naming_the_keys():

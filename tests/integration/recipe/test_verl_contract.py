@@ -71,6 +71,7 @@ def test_restated_rules_match_verls_init_dataloader(tiny_assets, overrides):
         verls.config.actor_rollout_ref.actor.optim.total_training_steps
 
 
+@pytest.mark.parametrize("mode", ["sync", "colocate_async"])
 @pytest.mark.parametrize("overrides", [
     [],
     ["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc",
@@ -78,29 +79,31 @@ def test_restated_rules_match_verls_init_dataloader(tiny_assets, overrides):
     ["trainer.v1.sampler.sync_refill_failed_groups=true"],
     ["data.gen_batch_size=8"],
 ])
-def test_the_feedback_buffer_gets_what_verl_gives_its_own(overrides):
+def test_the_feedback_buffer_gets_what_verl_gives_its_own(overrides, mode):
     """The recipe's replay buffer goes in through ``trainer.v1.sampler.custom_sampler``; verl's own buffer and
     the recipe's, built by verl's ``_build_replay_buffer`` from the same config, filter groups the same way."""
-    from recipe.heapa.step.replay_buffer import PATH, FeedbackReplayBuffer
+    from recipe.heapa.step.replay_buffer import PATH, FeedbackReplayBuffer, FeedbackReplayBufferAsync
     from recipe.heapa.verl_contract import FILTER_KWARGS, replay_buffer_filter_kwargs
-    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose(config_name="heapa_trainer", overrides=["method=grpo", "platform=cpu",
                                                               "data.train_batch_size=16", *overrides])
+    verls_cls, ours_cls = ((ReplayBuffer, FeedbackReplayBuffer) if mode == "sync"
+                           else (ReplayBufferAsync, FeedbackReplayBufferAsync))
     built = {}
     for name in ("verl", "ours"):
         t = _Bare()
-        t.config, t.trainer_mode = copy.deepcopy(cfg), "sync"
+        t.config, t.trainer_mode = copy.deepcopy(cfg), mode
         t._add_prompts_to_generate = lambda *a, **k: None
         t._resolve_filter_groups_metric = lambda t=t: PPOTrainer._resolve_filter_groups_metric(t)
         if name == "ours":
             with open_dict(t.config):
-                t.config.trainer.v1.sampler.custom_sampler = {"path": PATH, "name": "FeedbackReplayBuffer"}
+                t.config.trainer.v1.sampler.custom_sampler = {"path": PATH, "name": ours_cls.__name__}
                 t.config.trainer.v1.sampler.sampler_kwargs = replay_buffer_filter_kwargs(t)
         built[name] = PPOTrainer._build_replay_buffer(t)
-    assert type(built["verl"]) is ReplayBuffer and type(built["ours"]) is FeedbackReplayBuffer
+    assert type(built["verl"]) is verls_cls and type(built["ours"]) is ours_cls
     for key in FILTER_KWARGS:
         assert getattr(built["ours"], key) == getattr(built["verl"], key), key
     assert dict(built["ours"].sampler_kwargs) == {}

@@ -66,6 +66,7 @@ def test_one_step_context_owns_both_routes_and_the_next_step_starts_afresh(fake)
     from types import SimpleNamespace
 
     from recipe.heapa.step.context import StepContext
+    from recipe.heapa.step.in_flight import InFlight
     from recipe.heapa.step.outcomes import StepOutcomes
     from recipe.heapa.step.replay_buffer import Eviction
     from recipe.heapa.trainer import HeapaTrainer
@@ -78,7 +79,7 @@ def test_one_step_context_owns_both_routes_and_the_next_step_starts_afresh(fake)
             return SimpleNamespace(pass_rates={k: p / n for k, (p, n) in outcomes.items()},
                                    metrics=lambda: {"feedback/n_records": float(len(outcomes))})
 
-    trainer = SimpleNamespace(ctx=None)
+    trainer = SimpleNamespace(ctx=None, in_flight=InFlight(), trainer_mode="sync")
     evict = Eviction({5: (0, 4)}, [{"acc": 0.0, "timeout": True}], (4, 40))  # DAPO evicted an all-wrong group
     with pytest.raises(RuntimeError, match="outside a step"):
         HeapaTrainer._on_eviction(trainer, evict)
@@ -98,6 +99,37 @@ def test_one_step_context_owns_both_routes_and_the_next_step_starts_afresh(fake)
         ctx.close()
     nxt = StepContext(8, StepOutcomes(Sampler(), 8))  # nothing carried over by hand
     assert nxt.outcomes.records() == [] and nxt.discarded == [0, 0] and nxt.view is None
+
+
+def test_an_asynchronous_eviction_without_a_reward_releases_its_record():
+    """In ``colocate_async`` no step end releases what was handed out: a failed group (no reward, nothing to feed
+    back) must give its record back when it is evicted, a stale group with a reward is fed back instead."""
+    from types import SimpleNamespace
+
+    from recipe.heapa.step.context import StepContext
+    from recipe.heapa.step.in_flight import InFlight
+    from recipe.heapa.step.outcomes import StepOutcomes
+    from recipe.heapa.step.replay_buffer import Eviction
+    from recipe.heapa.trainer import HeapaColocateAsyncTrainer
+
+    released, fed = [], []
+
+    class Sampler:
+        def on_feedback(self, outcomes, step):
+            fed.append(dict(outcomes))
+            return SimpleNamespace(pass_rates={}, metrics=dict)
+
+        def release_unused(self, ids):
+            released.extend(ids)
+
+    in_flight = InFlight()
+    in_flight.handed_out(["failed", "stale", "running"], [3, 4, 5], step=1)
+    trainer = SimpleNamespace(ctx=None, in_flight=in_flight, trainer_mode="colocate_async", batch_sampler=Sampler())
+    trainer.ctx = StepContext(4, StepOutcomes(trainer.batch_sampler, 4))
+    HeapaColocateAsyncTrainer._on_eviction(trainer, Eviction({}, [], (4, 0), ("failed",)))
+    HeapaColocateAsyncTrainer._on_eviction(trainer, Eviction({4: (1, 4)}, [{"acc": 1.0}], (4, 30), ("stale",)))
+    assert released == [3] and fed == [{4: (1, 4)}] and len(in_flight) == 1
+    assert in_flight.metrics()["feedback/delay_max"] == 3.0
 
 
 def test_stable_order_sorts_by_record_session_output(fake):

@@ -1,0 +1,90 @@
+"""HeaPA on verl's colocated asynchronous trainer (``trainer.v1.trainer_mode=colocate_async``) on the CPU backend.
+
+verl prefetches one warm-up batch before the first step and adds a batch at every step, so the rollout generates
+the next batch while the actor trains and a group trains one step after its selection (or later). The pool must
+hand out no record that is still in flight, feed every group back exactly once, by record id, from whichever step
+hears it, and keep the groups in flight across a checkpoint (verl re-issues them under their uids on resume).
+
+Run A: ``heapa_grpo`` (boundary selection, augmentation with the programmatic teacher), 4 steps, checkpoints at 2
+and 4. Run B resumes A's ``global_step_2`` and trains steps 3-4. Read from the trace (records handed out and fed
+back at each step) and the metrics (``feedback/delay_*``, verl's ``training/off_policy/*``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+STEPS = 4
+ASYNC = ["trainer.v1.trainer_mode=colocate_async"]
+
+
+def replay(trace: dict[int, dict], in_flight: set[int] | None = None) -> set[int]:
+    """Walk the trace step by step; returns the records still in flight at the end. Fails on a record handed out
+    while in flight, handed out twice in one step, or fed back without being in flight."""
+    in_flight = set(in_flight or ())
+    for step in sorted(trace):
+        handed, trained = trace[step]["handed_out"], trace[step]["trained"]
+        assert len(handed) == len(set(handed)), f"step {step}: a record handed out twice: {sorted(handed)}"
+        again = in_flight & set(handed)
+        assert not again, f"step {step}: records {sorted(again)} handed out while still in flight"
+        in_flight |= set(handed)
+        unknown = set(trained) - in_flight
+        assert not unknown, f"step {step}: records {sorted(unknown)} fed back without being in flight"
+        in_flight -= set(trained)
+    return in_flight
+
+
+def state(ckpt: Path) -> dict:
+    return json.loads((ckpt / "heapa_state.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
+    base = tmp_path_factory.mktemp("async")
+    a = e2e_runner.run_recipe(repo_root, base / "a", e2e_runner.recipe_overrides(
+        tiny_assets, base / "a", "heapa_grpo", steps=STEPS, seeds=32) + ASYNC)
+    resume_copy = base / "b_ckpt" / "global_step_2"
+    shutil.copytree(base / "a" / "ckpt" / "global_step_2", resume_copy)
+    b = e2e_runner.run_recipe(repo_root, base / "b", e2e_runner.recipe_overrides(
+        tiny_assets, base / "b", "heapa_grpo", steps=STEPS, seeds=32, resume_from=resume_copy) + ASYNC)
+    return {"a": a, "b": b, "base": base}
+
+
+def test_groups_train_a_step_after_their_selection_and_each_is_heard_once(runs):
+    metrics, trace = runs["a"]
+    assert sorted(metrics) == sorted(trace) == list(range(1, STEPS + 1))
+    left = replay(trace)
+    # the warm-up batch and step 1's own: 16 records out before step 1 trains 8
+    assert len(trace[1]["handed_out"]) >= 16 and len(trace[1]["trained"]) == 8, trace[1]
+    for step in range(1, STEPS + 1):
+        m = metrics[step]
+        assert m["feedback/in_flight_groups"] >= 8, (step, m["feedback/in_flight_groups"])  # the next batch
+        assert "training/off_policy/trajectory_staleness/mean" in m or any(
+            k.startswith("training/off_policy/") for k in m), sorted(k for k in m if "off_policy" in k)
+    # step 1 trains the warm-up batch (selected for step 1 itself); later steps the batch added a step earlier
+    assert metrics[1]["feedback/delay_max"] == 0
+    assert all(metrics[s]["feedback/delay_mean"] >= 1 for s in range(2, STEPS + 1)), \
+        [metrics[s]["feedback/delay_mean"] for s in range(1, STEPS + 1)]
+    assert len(left) == metrics[STEPS]["feedback/in_flight_groups"]
+    # the pool agrees: exactly the records the trace leaves in flight are in flight in the final checkpoint
+    final = state(runs["base"] / "a" / "ckpt" / f"global_step_{STEPS}")
+    assert sorted(rid for _, rid, _ in final["in_flight"]["groups"]) == sorted(left)
+
+
+def test_resume_trains_the_groups_that_were_in_flight_at_the_checkpoint(runs):
+    (_, trace_a), (metrics_b, trace_b) = runs["a"], runs["b"]
+    assert sorted(metrics_b) == list(range(3, STEPS + 1))
+    at_save = replay({s: trace_a[s] for s in (1, 2)})
+    saved = state(runs["base"] / "b_ckpt" / "global_step_2")
+    assert sorted(rid for _, rid, _ in saved["in_flight"]["groups"]) == sorted(at_save)
+    # the restored pool and sampler select what the uninterrupted run selected (before any rollout of the step)
+    assert trace_b[3]["handed_out"] == trace_a[3]["handed_out"]
+    # verl re-issues those groups; the resumed run hears each of them once and hands none of them out again
+    replay(trace_b, in_flight=at_save)
+    assert at_save <= set(trace_b[3]["trained"]) | set(trace_b[4]["trained"])
