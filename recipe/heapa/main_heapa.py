@@ -135,9 +135,6 @@ ASYNC_UNSUPPORTED = (
      "the allocator's uneven groups have not been run through the asynchronous buffer"),
     ("heapa.hive.verify", lambda s, c: s.selection_name == "hive" and s.hive.verify,
      "HIVE's probe runs the actor inside selection, which the asynchronous trainer calls while the rollout runs"),
-    ("algorithm.filter_groups.enable", lambda s, c: bool(OmegaConf.select(c, "algorithm.filter_groups.enable",
-                                                                          default=False)),
-     "DAPO's group filter has not been run through the asynchronous buffer"),
 )
 
 

@@ -352,7 +352,7 @@ class HeapaSteps(RecipeSetup, RecipeCheckpoints):
         if not self.heapa.trace_file:
             return
         row = {"step": ctx.step, "trained": ctx.outcomes.records(), "children": ctx.children,
-               "handed_out": list(self.in_flight.handed)}  # before this step's metrics reset it
+               "flow": list(self.in_flight.flow)}  # groups out [record, 1] and back [record, -1], in order
         if ctx.reuse is not None:  # per record: [responses generated, correct ones]; records that got a reuse
             row["ar3po"] = {str(k): v for k, v in ctx.reuse.counts.items()}
             row["reused"] = sorted(ctx.reuse.reused_records)

@@ -6,8 +6,10 @@ hand out no record that is still in flight, feed every group back exactly once, 
 hears it, and keep the groups in flight across a checkpoint (verl re-issues them under their uids on resume).
 
 Run A: ``heapa_grpo`` (boundary selection, augmentation with the programmatic teacher), 4 steps, checkpoints at 2
-and 4. Run B resumes A's ``global_step_2`` and trains steps 3-4. Read from the trace (records handed out and fed
-back at each step) and the metrics (``feedback/delay_*``, verl's ``training/off_policy/*``).
+and 4. Run B resumes A's ``global_step_2`` and trains steps 3-4. Run C: ``heapa_dapo``, 3 steps: DAPO's filter
+evicts all-equal groups from verl's asynchronous buffer, which refills them while other groups generate; the
+evicted groups are fed back too. Read from the trace (records handed out and fed back at each step) and the
+metrics (``feedback/delay_*``, verl's ``training/off_policy/*``).
 """
 
 from __future__ import annotations
@@ -25,19 +27,26 @@ ASYNC = ["trainer.v1.trainer_mode=colocate_async"]
 
 
 def replay(trace: dict[int, dict], in_flight: set[int] | None = None) -> set[int]:
-    """Walk the trace step by step; returns the records still in flight at the end. Fails on a record handed out
-    while in flight, handed out twice in one step, or fed back without being in flight."""
+    """Walk every step's ``flow`` (groups out [record, 1] and back [record, -1], in order); returns the records still
+    in flight at the end. Fails on a record handed out while in flight, heard back without being in flight, or fed
+    back to the pool without being heard (or heard without being fed back)."""
     in_flight = set(in_flight or ())
     for step in sorted(trace):
-        handed, trained = trace[step]["handed_out"], trace[step]["trained"]
-        assert len(handed) == len(set(handed)), f"step {step}: a record handed out twice: {sorted(handed)}"
-        again = in_flight & set(handed)
-        assert not again, f"step {step}: records {sorted(again)} handed out while still in flight"
-        in_flight |= set(handed)
-        unknown = set(trained) - in_flight
-        assert not unknown, f"step {step}: records {sorted(unknown)} fed back without being in flight"
-        in_flight -= set(trained)
+        heard = set()
+        for rid, direction in trace[step]["flow"]:
+            if direction > 0:
+                assert rid not in in_flight, f"step {step}: record {rid} handed out while still in flight"
+                in_flight.add(rid)
+            else:
+                assert rid in in_flight, f"step {step}: record {rid} heard back without being in flight"
+                in_flight.remove(rid)
+                heard.add(rid)
+        assert heard == set(trace[step]["trained"]), (step, sorted(heard), trace[step]["trained"])
     return in_flight
+
+
+def handed_out(row: dict) -> list[int]:
+    return [rid for rid, direction in row["flow"] if direction > 0]
 
 
 def state(ckpt: Path) -> dict:
@@ -53,7 +62,9 @@ def runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
     shutil.copytree(base / "a" / "ckpt" / "global_step_2", resume_copy)
     b = e2e_runner.run_recipe(repo_root, base / "b", e2e_runner.recipe_overrides(
         tiny_assets, base / "b", "heapa_grpo", steps=STEPS, seeds=32, resume_from=resume_copy) + ASYNC)
-    return {"a": a, "b": b, "base": base}
+    c = e2e_runner.run_recipe(repo_root, base / "c", e2e_runner.recipe_overrides(
+        tiny_assets, base / "c", "heapa_dapo", steps=3, seeds=64) + ASYNC)
+    return {"a": a, "b": b, "c": c, "base": base}
 
 
 def test_groups_train_a_step_after_their_selection_and_each_is_heard_once(runs):
@@ -61,7 +72,7 @@ def test_groups_train_a_step_after_their_selection_and_each_is_heard_once(runs):
     assert sorted(metrics) == sorted(trace) == list(range(1, STEPS + 1))
     left = replay(trace)
     # the warm-up batch and step 1's own: 16 records out before step 1 trains 8
-    assert len(trace[1]["handed_out"]) >= 16 and len(trace[1]["trained"]) == 8, trace[1]
+    assert len(handed_out(trace[1])) == 16 and len(trace[1]["trained"]) == 8, trace[1]
     for step in range(1, STEPS + 1):
         m = metrics[step]
         assert m["feedback/in_flight_groups"] >= 8, (step, m["feedback/in_flight_groups"])  # the next batch
@@ -84,7 +95,19 @@ def test_resume_trains_the_groups_that_were_in_flight_at_the_checkpoint(runs):
     saved = state(runs["base"] / "b_ckpt" / "global_step_2")
     assert sorted(rid for _, rid, _ in saved["in_flight"]["groups"]) == sorted(at_save)
     # the restored pool and sampler select what the uninterrupted run selected (before any rollout of the step)
-    assert trace_b[3]["handed_out"] == trace_a[3]["handed_out"]
+    assert handed_out(trace_b[3]) == handed_out(trace_a[3])
     # verl re-issues those groups; the resumed run hears each of them once and hands none of them out again
     replay(trace_b, in_flight=at_save)
     assert at_save <= set(trace_b[3]["trained"]) | set(trace_b[4]["trained"])
+
+
+def test_dapo_feeds_back_evicted_and_refilled_groups_once(runs):
+    metrics, trace = runs["c"]
+    assert sorted(trace) == [1, 2, 3]
+    left = replay(trace)
+    evicted = sum(metrics[s]["feedback/evicted_groups_fed_back"] for s in trace)
+    assert evicted > 0, "no group was filtered: the refill path was not exercised"
+    # every group handed out is trained, evicted or still in flight; the final checkpoint agrees
+    final = state(runs["base"] / "c" / "ckpt" / "global_step_3")
+    assert sorted(rid for _, rid, _ in final["in_flight"]["groups"]) == sorted(left)
+    assert len(left) == metrics[3]["feedback/in_flight_groups"]

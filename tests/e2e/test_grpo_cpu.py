@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from pathlib import Path
 
 import pytest
@@ -107,10 +106,10 @@ class TrainerRun:
         self.check(self.result.returncode == 0, f"main_ppo exited with {self.result.returncode}")
         self.check(bool(self.steps), f"no metrics were logged to {self.metrics_path}")
 
-    def warn_strays(self) -> None:
-        if self.result.stray_pids:  # killed by the runner already; a leak to know about, not a training failure
-            warnings.warn(f"[{self.name}] processes outlived main_ppo by 15 s and were killed: "
-                          f"{self.result.stray_pids}", stacklevel=2)
+    def check_no_strays(self) -> None:
+        # the runner killed them already; a run that leaves a process behind is a defect all the same
+        self.check(not self.result.stray_pids, f"processes outlived main_ppo by 15 s and were killed: "
+                                               f"{self.result.stray_pids}")
 
     def metric(self, step: int, key: str) -> float:
         if step not in self.steps:
@@ -157,7 +156,7 @@ def test_grpo_trains_validates_and_checkpoints(first_run):
         run.check((ckpt / needed).exists(), f"checkpoint incomplete: {ckpt / needed} missing")
     latest = (ckpt / "latest_checkpointed_iteration.txt").read_text().strip()
     run.check(latest == "2", f"latest_checkpointed_iteration.txt says {latest!r}, expected '2'")
-    run.warn_strays()
+    run.check_no_strays()
 
 
 def test_grpo_resumes_from_checkpoint(first_run, e2e_runner, tiny_assets, e2e_dirs):
@@ -171,4 +170,4 @@ def test_grpo_resumes_from_checkpoint(first_run, e2e_runner, tiny_assets, e2e_di
     run.check(run.metric(3, "actor/grad_norm") >= 0, "no actor update at step 3")
     run.check_synced(3)  # the restored actor's weights reached the fresh rollout server
     run.check((ckpt / "global_step_3" / "actor").exists(), "the resumed run did not save its last step")
-    run.warn_strays()
+    run.check_no_strays()

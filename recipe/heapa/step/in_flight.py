@@ -18,7 +18,8 @@ class InFlight:
     def __init__(self) -> None:
         self._groups: dict[str, tuple[int, int]] = {}  # uid -> (record id, step that selected it)
         self._delays: list[int] = []  # the open step's feedback delays, one per group heard back
-        self.handed: list[int] = []  # records handed out since the last step closed (the trace's ``handed_out``)
+        # since the last step closed, in order: [record, +1] handed out, [record, -1] heard back (the trace's ``flow``)
+        self.flow: list[list[int]] = []
 
     def handed_out(self, uids: Iterable[str], records: Iterable[int], step: int) -> None:
         uids, records = list(uids), [int(r) for r in records]
@@ -28,7 +29,7 @@ class InFlight:
             if uid in self._groups:
                 raise ValueError(f"group uid {uid!r} handed out twice (record {self._groups[uid][0]} and {rid})")
             self._groups[uid] = (rid, int(step))
-            self.handed.append(rid)
+            self.flow.append([rid, 1])
 
     def heard(self, uids: Iterable[str], step: int) -> list[int]:
         """Groups trained or evicted at ``step``: they leave; returns their record ids (unknown uids skipped, e.g.
@@ -38,6 +39,7 @@ class InFlight:
             held = self._groups.pop(uid, None)
             if held is not None:
                 records.append(held[0])
+                self.flow.append([held[0], -1])
                 self._delays.append(int(step) - held[1])
         return records
 
@@ -52,8 +54,8 @@ class InFlight:
 
     def metrics(self) -> dict[str, float]:
         """The open step's ``feedback/delay_*``: steps from a group's selection to its feedback (0 in the
-        synchronous trainer); the count still in flight. Resets the step's delays and hand-outs."""
-        delays, self._delays, self.handed = self._delays, [], []
+        synchronous trainer); the count still in flight. Resets the step's delays and flow."""
+        delays, self._delays, self.flow = self._delays, [], []
         out = {"feedback/in_flight_groups": float(len(self._groups))}
         if delays:
             out.update({"feedback/delay_mean": sum(delays) / len(delays), "feedback/delay_max": float(max(delays))})
@@ -64,4 +66,4 @@ class InFlight:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._groups = {str(uid): (int(rid), int(step)) for uid, rid, step in state["groups"]}
-        self._delays, self.handed = [], []
+        self._delays, self.flow = [], []

@@ -213,7 +213,6 @@ def test_separate_async_fails_at_start_naming_the_key():
     ("ar3po_grpo", [], r"heapa\.ar3po\.enabled with trainer\.v1\.trainer_mode=colocate_async: AR3PO"),
     ("reinforce_ada", [], r"heapa\.reinforce_ada\.enabled"),
     ("hive_grpo", [], r"heapa\.hive\.verify"),
-    ("heapa_dapo", [], r"algorithm\.filter_groups\.enable"),
     ("grpo", ["heapa.allocation.enabled=true"], r"heapa\.allocation\.enabled"),
     ("grpo", ["+trainer.v1.colocate_async.parameter_sync_step=2"],
      r"trainer\.v1\.colocate_async\.parameter_sync_step=2"),
@@ -227,7 +226,7 @@ def test_colocate_async_refuses_what_it_does_not_run_naming_the_key(method, extr
         check_trainer_mode(cfg, _settings(cfg))
 
 
-@pytest.mark.parametrize("method", ["grpo", "heapa_grpo", "ps"])
+@pytest.mark.parametrize("method", ["grpo", "heapa_grpo", "ps", "dapo", "heapa_dapo"])
 def test_colocate_async_starts_for_the_pool_presets(method):
     from recipe.heapa.main_heapa import check_trainer_mode
     from recipe.heapa.trainer import HeapaColocateAsyncTrainer, HeapaTrainer, trainer_class
