@@ -5,11 +5,11 @@ the next batch while the actor trains and a group trains one step after its sele
 hand out no record that is still in flight, feed every group back exactly once, by record id, from whichever step
 hears it, and keep the groups in flight across a checkpoint (verl re-issues them under their uids on resume).
 
-Run A: ``heapa_grpo`` (boundary selection, augmentation with the programmatic teacher), 4 steps, checkpoints at 2
-and 4. Run B resumes A's ``global_step_2`` and trains steps 3-4. Run C: ``heapa_dapo``, 3 steps: DAPO's filter
-evicts all-equal groups from verl's asynchronous buffer, which refills them while other groups generate; the
-evicted groups are fed back too. Read from the trace (records handed out and fed back at each step) and the
-metrics (``feedback/delay_*``, verl's ``training/off_policy/*``).
+Run A: ``heapa_dapo`` (boundary selection, augmentation with the programmatic teacher, DAPO's filter: verl's
+asynchronous buffer evicts all-equal groups and refills them while other groups generate), 4 steps on 64 seeds,
+checkpoints at 2 and 4. Run B resumes A's ``global_step_2`` and trains steps 3-4. Read from the trace (each step's
+groups out and back, in order) and the metrics (``feedback/*``, verl's ``training/off_policy/*``). DAPO's path is
+GRPO's plus evictions and refills, so one method covers both.
 """
 
 from __future__ import annotations
@@ -57,31 +57,29 @@ def state(ckpt: Path) -> dict:
 def runs(tiny_assets, repo_root, e2e_runner, tmp_path_factory):
     base = tmp_path_factory.mktemp("async")
     a = e2e_runner.run_recipe(repo_root, base / "a", e2e_runner.recipe_overrides(
-        tiny_assets, base / "a", "heapa_grpo", steps=STEPS, seeds=32) + ASYNC)
+        tiny_assets, base / "a", "heapa_dapo", steps=STEPS, seeds=64) + ASYNC)
     resume_copy = base / "b_ckpt" / "global_step_2"
     shutil.copytree(base / "a" / "ckpt" / "global_step_2", resume_copy)
     b = e2e_runner.run_recipe(repo_root, base / "b", e2e_runner.recipe_overrides(
-        tiny_assets, base / "b", "heapa_grpo", steps=STEPS, seeds=32, resume_from=resume_copy) + ASYNC)
-    c = e2e_runner.run_recipe(repo_root, base / "c", e2e_runner.recipe_overrides(
-        tiny_assets, base / "c", "heapa_dapo", steps=3, seeds=64) + ASYNC)
-    return {"a": a, "b": b, "c": c, "base": base}
+        tiny_assets, base / "b", "heapa_dapo", steps=STEPS, seeds=64, resume_from=resume_copy) + ASYNC)
+    return {"a": a, "b": b, "base": base}
 
 
-def test_groups_train_a_step_after_their_selection_and_each_is_heard_once(runs):
+def test_groups_train_after_their_selection_and_each_is_heard_once(runs):
     metrics, trace = runs["a"]
     assert sorted(metrics) == sorted(trace) == list(range(1, STEPS + 1))
     left = replay(trace)
-    # the warm-up batch and step 1's own: 16 records out before step 1 trains 8
-    assert len(handed_out(trace[1])) == 16 and len(trace[1]["trained"]) == 8, trace[1]
+    # the warm-up batch and step 1's own (and refills): 16 or more records out before step 1 trains
+    assert len(handed_out(trace[1])) >= 16, trace[1]
+    assert sum(metrics[s]["feedback/evicted_groups_fed_back"] for s in trace) > 0, "DAPO's filter evicted nothing"
     for step in range(1, STEPS + 1):
         m = metrics[step]
         assert m["feedback/in_flight_groups"] >= 8, (step, m["feedback/in_flight_groups"])  # the next batch
-        assert "training/off_policy/trajectory_staleness/mean" in m or any(
-            k.startswith("training/off_policy/") for k in m), sorted(k for k in m if "off_policy" in k)
-    # step 1 trains the warm-up batch (selected for step 1 itself); later steps the batch added a step earlier
+        assert any(k.startswith("training/off_policy/trajectory_staleness") for k in m), sorted(m)[:20]
+    # step 1 trains groups selected for step 1 itself (the warm-up batch); later steps the batch added a step earlier
     assert metrics[1]["feedback/delay_max"] == 0
-    assert all(metrics[s]["feedback/delay_mean"] >= 1 for s in range(2, STEPS + 1)), \
-        [metrics[s]["feedback/delay_mean"] for s in range(1, STEPS + 1)]
+    assert all(metrics[s]["feedback/delay_max"] >= 1 for s in range(2, STEPS + 1)), \
+        [metrics[s]["feedback/delay_max"] for s in range(1, STEPS + 1)]
     assert len(left) == metrics[STEPS]["feedback/in_flight_groups"]
     # the pool agrees: exactly the records the trace leaves in flight are in flight in the final checkpoint
     final = state(runs["base"] / "a" / "ckpt" / f"global_step_{STEPS}")
@@ -94,20 +92,9 @@ def test_resume_trains_the_groups_that_were_in_flight_at_the_checkpoint(runs):
     at_save = replay({s: trace_a[s] for s in (1, 2)})
     saved = state(runs["base"] / "b_ckpt" / "global_step_2")
     assert sorted(rid for _, rid, _ in saved["in_flight"]["groups"]) == sorted(at_save)
-    # the restored pool and sampler select what the uninterrupted run selected (before any rollout of the step)
-    assert handed_out(trace_b[3]) == handed_out(trace_a[3])
+    # the restored pool and sampler select step 3's batch as the uninterrupted run did (its first 8 hand-outs, before
+    # any rollout of the step; DAPO's refills after them depend on which groups finish first)
+    assert handed_out(trace_b[3])[:8] == handed_out(trace_a[3])[:8]
     # verl re-issues those groups; the resumed run hears each of them once and hands none of them out again
     replay(trace_b, in_flight=at_save)
     assert at_save <= set(trace_b[3]["trained"]) | set(trace_b[4]["trained"])
-
-
-def test_dapo_feeds_back_evicted_and_refilled_groups_once(runs):
-    metrics, trace = runs["c"]
-    assert sorted(trace) == [1, 2, 3]
-    left = replay(trace)
-    evicted = sum(metrics[s]["feedback/evicted_groups_fed_back"] for s in trace)
-    assert evicted > 0, "no group was filtered: the refill path was not exercised"
-    # every group handed out is trained, evicted or still in flight; the final checkpoint agrees
-    final = state(runs["base"] / "c" / "ckpt" / "global_step_3")
-    assert sorted(rid for _, rid, _ in final["in_flight"]["groups"]) == sorted(left)
-    assert len(left) == metrics[3]["feedback/in_flight_groups"]
