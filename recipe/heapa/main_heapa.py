@@ -30,8 +30,8 @@ logger = logging.getLogger("recipe.heapa.main_heapa")  # not "__main__" under -m
 
 @ray.remote(num_cpus=1)
 class HeapaTaskRunner:
-    """Builds the recipe's trainer (``trainer.trainer_class``) and the agent-loop manager, then trains (mirrors
-    verl's ``TaskRunnerV1.run``)."""
+    """Builds the recipe's trainer for ``trainer.v1.trainer_mode`` (``recipe/heapa/trainer.py``, ``trainer_class``)
+    and the agent-loop manager, then trains (mirrors verl's ``TaskRunnerV1.run``)."""
 
     def run(self, config: DictConfig) -> None:
         import transfer_queue as tq
