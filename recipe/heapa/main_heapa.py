@@ -127,13 +127,13 @@ def prepare(config: DictConfig):
 
 # What the asynchronous trainer does not run yet, and why (docs/async.md): (setting, is it on, reason)
 ASYNC_UNSUPPORTED = (
-    ("heapa.ar3po.enabled", lambda s, c: s.ar3po.enabled,
+    ("heapa.ar3po.enabled", lambda s: s.ar3po.enabled,
      "AR3PO's staged rollout plans each group within one step; a partial rollout resumed a step later is not"),
-    ("heapa.reinforce_ada.enabled", lambda s, c: s.reinforce_ada.enabled,
+    ("heapa.reinforce_ada.enabled", lambda s: s.reinforce_ada.enabled,
      "Reinforce-Ada's rounds run in the same staged rollout as AR3PO"),
-    ("heapa.allocation.enabled", lambda s, c: s.allocation.enabled,
+    ("heapa.allocation.enabled", lambda s: s.allocation.enabled,
      "the allocator's uneven groups have not been run through the asynchronous buffer"),
-    ("heapa.hive.verify", lambda s, c: s.selection_name == "hive" and s.hive.verify,
+    ("heapa.hive.verify", lambda s: s.selection_name == "hive" and s.hive.verify,
      "HIVE's probe runs the actor inside selection, which the asynchronous trainer calls while the rollout runs"),
 )
 
@@ -155,7 +155,7 @@ def check_trainer_mode(config: DictConfig, settings) -> None:
         raise HeapaConfigError(f"trainer.v1.{mode}.parameter_sync_step={sync_steps}: the heapa recipe's step reads "
                                "one sampled batch per weight sync; set it to 1")
     for key, enabled, why in ASYNC_UNSUPPORTED:
-        if enabled(settings, config):
+        if enabled(settings):
             raise HeapaConfigError(f"{key} with trainer.v1.trainer_mode={mode}: {why}. Turn it off, or use "
                                    "trainer.v1.trainer_mode=sync")
 

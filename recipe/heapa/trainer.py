@@ -45,13 +45,11 @@ import json
 import logging
 
 import torch
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
-from verl.utils.import_utils import load_class_from_fqn
-from verl_ext.adapters.ar3po_agent_loop import MANAGER_FQN as AR3PO_MANAGER
 
 from recipe.heapa.ops.run_files import MetricsHistory
 from recipe.heapa.ops.supervise import run_metrics
@@ -59,9 +57,7 @@ from recipe.heapa.ops.trainer_checkpoints import RecipeCheckpoints
 from recipe.heapa.ops.watchdog import StepWatchdog
 from recipe.heapa.settings import HeapaConfigError, parse_settings
 from recipe.heapa.trainer_setup import RecipeSetup
-from recipe.heapa.stages.ar3po import Ar3poStage
 from recipe.heapa.stages.hive_verify import response_entropy
-from recipe.heapa.stages.reinforce_ada import ReinforceAdaStage
 from recipe.heapa.step.actor_updates import ActorWorkers
 from recipe.heapa.step.advantage_diagnostics import advantage_diagnostics, read_advantages
 from recipe.heapa.step.batch_view import StepBatch
@@ -103,46 +99,6 @@ class HeapaSteps(RecipeSetup, RecipeCheckpoints):
         # verl builds the worker group once (_setup); the trainer holds it with the step's update settings
         # (step/actor_updates.py): installed here, never swapped.
         self._actor_workers = workers if workers is None or isinstance(workers, ActorWorkers) else ActorWorkers(workers)
-
-    @staticmethod
-    def _install_staged_rollout(config, key: str) -> None:
-        """The staged agent-loop manager becomes verl's (the runner builds the manager after init)."""
-        agent = config.actor_rollout_ref.rollout.agent
-        fqn = agent.get("agent_loop_manager_class")
-        if not fqn:
-            with open_dict(config):
-                agent.agent_loop_manager_class = AR3PO_MANAGER
-        elif not issubclass(load_class_from_fqn(fqn, "AgentLoopManager"), load_class_from_fqn(AR3PO_MANAGER)):
-            raise HeapaConfigError(f"{key}=true needs actor_rollout_ref.rollout.agent."
-                                   f"agent_loop_manager_class={AR3PO_MANAGER} (or a subclass), got {fqn}")
-
-    def _build_reinforce_ada(self, config) -> ReinforceAdaStage | None:
-        """Reinforce-Ada on: rounds in the staged agent loop, down-sampling and the full-pool baseline here."""
-        if not self.heapa.reinforce_ada.enabled:
-            return None
-        if config.algorithm.adv_estimator not in ("grpo", "grpo_vectorized"):
-            raise HeapaConfigError("heapa.reinforce_ada.global_baseline rewrites GRPO's advantages: it needs "
-                                   f"algorithm.adv_estimator=grpo, got {config.algorithm.adv_estimator}")
-        self._install_staged_rollout(config, "heapa.reinforce_ada.enabled")
-        n = int(config.actor_rollout_ref.rollout.n)
-        try:
-            return ReinforceAdaStage(self.heapa.reinforce_ada, n, self.heapa.feedback.pass_threshold,
-                                     bool(config.algorithm.get("norm_adv_by_std_in_grpo", True)))
-        except ValueError as exc:
-            raise HeapaConfigError(f"heapa.reinforce_ada.round_size / max_per_prompt with actor_rollout_ref.rollout."
-                                   f"n={n}: {exc}") from None
-
-    def _build_ar3po(self, config) -> Ar3poStage | None:
-        """AR3PO on: its staged agent-loop manager becomes verl's."""
-        if not self.heapa.ar3po.enabled:
-            return None
-        self._install_staged_rollout(config, "heapa.ar3po.enabled")
-        with_log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
-        if self.heapa.ar3po.reuse.enabled and self.heapa.ar3po.reuse.correction == "tis" and not with_log_probs:
-            raise HeapaConfigError("heapa.ar3po.reuse.correction=tis needs the behaviour log-probs of banked "
-                                   "responses: set actor_rollout_ref.rollout.calculate_log_probs=true (the ar3po "
-                                   "presets do), or heapa.ar3po.reuse.correction=none")
-        return Ar3poStage(self.heapa.ar3po, self.heapa.feedback.acc_field, with_log_probs)
 
     def _actor_dp_size(self) -> int:
         return actor_dp_size(self.actor_rollout_wg)

@@ -1,7 +1,7 @@
-"""What the HeaPA trainer builds before its first step: the pool as verl's training dataset, the selection
-strategy behind the batch sampler, the replay buffer that reports evictions, and the stages the pool's settings
-turn on (lineage, augmentation, the AR3PO bank's size). A mixin of ``HeapaTrainer`` (``trainer.py`` holds the
-step).
+"""What the HeaPA trainer builds before its first step: AR3PO's and Reinforce-Ada's stages (with the staged
+agent loop they need), the pool as verl's training dataset, the selection strategy behind the batch sampler, the
+replay buffer that reports evictions, and the stages the pool's settings turn on (lineage, augmentation, the AR3PO
+bank's size). A mixin of ``HeapaSteps`` (``trainer.py`` holds the step).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from omegaconf import open_dict
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from verl.trainer.ppo.utils import create_rl_dataset
+from verl.utils.import_utils import load_class_from_fqn
 from verl.utils.dataset.rl_dataset import collate_fn
+from verl_ext.adapters.ar3po_agent_loop import MANAGER_FQN as AR3PO_MANAGER
 from verl_ext.adapters.dataset import PoolDataset
 from verl_ext.adapters.sampler import PoolBatchSampler, make_train_dataloader
 from verl_ext.allocation import Allocator
@@ -21,8 +23,10 @@ from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import build_strategy
 
 from recipe.heapa.settings import HeapaConfigError, strategy_kwargs
+from recipe.heapa.stages.ar3po import Ar3poStage
 from recipe.heapa.stages.augmentation import AugmentationStage
 from recipe.heapa.stages.hive_verify import PromptEntropyProbe
+from recipe.heapa.stages.reinforce_ada import ReinforceAdaStage
 from recipe.heapa.step.replay_buffer import PATH as FEEDBACK_BUFFER_PATH
 from recipe.heapa.step.replay_buffer import FeedbackReplayBuffer, FeedbackReplayBufferAsync
 from recipe.heapa.verl_contract import gen_batch_size, record_gen_batch_size, replay_buffer_filter_kwargs, \
@@ -33,6 +37,46 @@ logger = logging.getLogger(__name__)
 
 class RecipeSetup:
     """Needs the trainer's ``config``, ``heapa`` settings, ``tokenizer``, ``trainer_mode`` and ``ar3po`` stage."""
+
+    @staticmethod
+    def _install_staged_rollout(config, key: str) -> None:
+        """The staged agent-loop manager becomes verl's (the runner builds the manager after init)."""
+        agent = config.actor_rollout_ref.rollout.agent
+        fqn = agent.get("agent_loop_manager_class")
+        if not fqn:
+            with open_dict(config):
+                agent.agent_loop_manager_class = AR3PO_MANAGER
+        elif not issubclass(load_class_from_fqn(fqn, "AgentLoopManager"), load_class_from_fqn(AR3PO_MANAGER)):
+            raise HeapaConfigError(f"{key}=true needs actor_rollout_ref.rollout.agent."
+                                   f"agent_loop_manager_class={AR3PO_MANAGER} (or a subclass), got {fqn}")
+
+    def _build_reinforce_ada(self, config) -> ReinforceAdaStage | None:
+        """Reinforce-Ada on: rounds in the staged agent loop, down-sampling and the full-pool baseline here."""
+        if not self.heapa.reinforce_ada.enabled:
+            return None
+        if config.algorithm.adv_estimator not in ("grpo", "grpo_vectorized"):
+            raise HeapaConfigError("heapa.reinforce_ada.global_baseline rewrites GRPO's advantages: it needs "
+                                   f"algorithm.adv_estimator=grpo, got {config.algorithm.adv_estimator}")
+        self._install_staged_rollout(config, "heapa.reinforce_ada.enabled")
+        n = int(config.actor_rollout_ref.rollout.n)
+        try:
+            return ReinforceAdaStage(self.heapa.reinforce_ada, n, self.heapa.feedback.pass_threshold,
+                                     bool(config.algorithm.get("norm_adv_by_std_in_grpo", True)))
+        except ValueError as exc:
+            raise HeapaConfigError(f"heapa.reinforce_ada.round_size / max_per_prompt with actor_rollout_ref.rollout."
+                                   f"n={n}: {exc}") from None
+
+    def _build_ar3po(self, config) -> Ar3poStage | None:
+        """AR3PO on: its staged agent-loop manager becomes verl's."""
+        if not self.heapa.ar3po.enabled:
+            return None
+        self._install_staged_rollout(config, "heapa.ar3po.enabled")
+        with_log_probs = bool(config.actor_rollout_ref.rollout.get("calculate_log_probs", False))
+        if self.heapa.ar3po.reuse.enabled and self.heapa.ar3po.reuse.correction == "tis" and not with_log_probs:
+            raise HeapaConfigError("heapa.ar3po.reuse.correction=tis needs the behaviour log-probs of banked "
+                                   "responses: set actor_rollout_ref.rollout.calculate_log_probs=true (the ar3po "
+                                   "presets do), or heapa.ar3po.reuse.correction=none")
+        return Ar3poStage(self.heapa.ar3po, self.heapa.feedback.acc_field, with_log_probs)
 
     def _init_dataloader(self):
         h = self.heapa
