@@ -1,7 +1,9 @@
 """Plain GRPO through verl's real trainer (``python -m verl.trainer.main_ppo``) on the CPU backend.
 
-Run 1: 2 steps, validation and a checkpoint at step 2. Run 2: ``resume_mode=auto`` on the same checkpoint
-directory with ``total_training_steps=3``: it must resume from ``global_step_2`` and train step 3 only.
+One run: 2 steps, validation and a checkpoint at step 2. (Resuming is the recipe's to check, where it restores more
+than verl's state: ``tests/e2e/test_heapa_cpu.py`` resumes a run and checks that the restored weights reach the fresh
+rollout server the same way, ``training/rollout_probs_diff_max`` after the resume; the launcher tests resume with
+``resume_mode=auto``.)
 
 Checked from verl's JSONL metrics (``trainer.logger=[console,file]``), i.e. real effects, not exit codes:
 - the policy moved: ``actor/grad_norm`` > 0 at step 1 or 2 (warm-started assets give mixed-reward groups; with
@@ -156,18 +158,4 @@ def test_grpo_trains_validates_and_checkpoints(first_run):
         run.check((ckpt / needed).exists(), f"checkpoint incomplete: {ckpt / needed} missing")
     latest = (ckpt / "latest_checkpointed_iteration.txt").read_text().strip()
     run.check(latest == "2", f"latest_checkpointed_iteration.txt says {latest!r}, expected '2'")
-    run.check_no_strays()
-
-
-def test_grpo_resumes_from_checkpoint(first_run, e2e_runner, tiny_assets, e2e_dirs):
-    first_run.require_success()
-    workdir, ckpt = e2e_dirs
-    if not (ckpt / "global_step_2" / "actor").exists():
-        pytest.fail("no global_step_2 checkpoint from the first run to resume from", pytrace=False)
-    run = TrainerRun(e2e_runner, "run2_resume_step3", workdir, tiny_assets, ckpt, total_steps=3, resume="auto")
-    run.require_success()
-    run.check(sorted(run.steps) == [3], f"resumed run should train step 3 only, logged steps {sorted(run.steps)}")
-    run.check(run.metric(3, "actor/grad_norm") >= 0, "no actor update at step 3")
-    run.check_synced(3)  # the restored actor's weights reached the fresh rollout server
-    run.check((ckpt / "global_step_3" / "actor").exists(), "the resumed run did not save its last step")
     run.check_no_strays()

@@ -6,9 +6,12 @@ heapa_grpo, run A: 3 steps on 16 seeds (batch 8), checkpoint at step 2, augmenta
   - the tiny policy writes children that the teacher accepts; the pool inserts them with a lineage edge and
     samples them at the next step.
 heapa_grpo, run B: resumes A's ``global_step_2`` checkpoint and trains step 3: it must train exactly the record
-  ids A trained at step 3 (the pool, its RNG and the sampler were restored, not rebuilt). B also runs the study
-  knob ``heapa.update.sequence_mean_over=signal_rows`` (the batch is chosen before the update, so the knob cannot
-  change which ids step 3 trains): verl's worker must get the rows with signal as its loss divisor.
+  ids A trained at step 3 (the pool, its RNG and the sampler were restored, not rebuilt), the fresh rollout server
+  must serve the restored weights (``training/rollout_probs_diff_max`` below 1e-4: fp32 rollout and actor agree to
+  ~1e-6, a server left on the initial weights differs by orders more) and the step's checkpoint must be written.
+  B also runs the study knob ``heapa.update.sequence_mean_over=signal_rows`` (the batch is chosen before the update,
+  so the knob cannot change which ids step 3 trains): verl's worker must get the rows with signal as its loss
+  divisor.
 heapa_dapo: 3 steps with DAPO's group filtering; every rolled-out prompt is fed back (filtered groups included).
 
 Validation with common random numbers: run A and the heapa_dapo run both validate the same initial model at step 0
@@ -130,10 +133,13 @@ def test_augmented_children_enter_the_pool_with_lineage(grpo_runs):
     assert early & set(trace[3]["trained"]), "children written at steps 1-2 should be sampled at step 3"
 
 
-def test_resume_trains_the_same_next_batch(grpo_runs):
+def test_resume_trains_the_same_next_batch(grpo_runs, grpo_dir):
     (_, trace_a), (metrics_b, trace_b) = grpo_runs
     assert set(metrics_b) == {3}, "the resumed run must continue at step 3, not repeat steps 1-2"
     assert trace_b[3]["trained"] == trace_a[3]["trained"]
+    assert metrics_b[3]["training/rollout_probs_diff_max"] < 1e-4  # the restored actor reached the rollout
+    ckpt_b = grpo_dir / "b" / "ckpt"
+    assert (ckpt_b / "global_step_3" / "actor").is_dir() and (ckpt_b / "global_step_3" / "heapa_state.json").exists()
 
 
 def test_heapa_dapo_feeds_back_every_rolled_out_prompt(dapo_run):

@@ -55,6 +55,9 @@ class WatchdogSettings:
     enabled: Bool = True
     factor: _Seconds = 5.0  # a step is stuck past factor x the median step time ...
     floor_s: _Seconds = 900.0  # ... and never before this many seconds
+    # an attempt's first step (warm-up: lazy init, compilation, vLLM's graph capture) and the one after it, before a
+    # step of the attempt has been timed: stuck past this many seconds (null: floor_s). Not timed for the median.
+    first_step_s: _Seconds | None = None
     abort: Bool = False  # stuck: end the trainer (exit code 70) so the supervisor restarts it from its checkpoint
     poll_s: _Seconds = 5.0
 

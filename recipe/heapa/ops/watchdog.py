@@ -3,7 +3,9 @@
 An NCCL stall or a wedged rollout server hangs verl with nothing in the log to say where. ``StepWatchdog`` runs a
 daemon thread in the trainer's process. The trainer marks each step's start and the stage it enters
 (``stage("rollout")``, ``stage("update_actor")``, ...). When the running step exceeds
-``max(floor_s, factor x median step time)`` (``heapa.run.watchdog``), the watchdog logs, once per step:
+``max(floor_s, factor x median step time)`` (``heapa.run.watchdog``; the median over this attempt's steps after its
+first, whose warm-up is not a usual step; until one such step has been timed, ``first_step_s``, default ``floor_s``),
+the watchdog logs, once per step:
 
 - the step, the stage and how long it has been in it;
 - the Python stacks of every thread of the trainer's process (``faulthandler``, to stderr, which Ray forwards to
@@ -50,7 +52,8 @@ class StepWatchdog:
         self.settings, self.report_dir = settings, report_dir
         self.clock, self.exit_fn = clock, exit_fn
         self.dump = dump or dump_stacks
-        self.durations: list[float] = []
+        self.durations: list[float] = []  # this attempt's steps after its first (warm-up is not a usual step)
+        self._timed_first = False
         self.stuck_steps = 0
         self._lock = threading.Lock()
         self._step: int | None = None
@@ -65,7 +68,9 @@ class StepWatchdog:
         now = self.clock()
         with self._lock:
             if self._step is not None:
-                self.durations = (self.durations + [now - self._began])[-HISTORY:]
+                if self._timed_first:
+                    self.durations = (self.durations + [now - self._began])[-HISTORY:]
+                self._timed_first = True
             self._step, self._began, self._reported = step, now, False
             self._stage, self._stage_began = "step_begin", now
         maybe_hang_for_test(step, self)
@@ -76,8 +81,9 @@ class StepWatchdog:
 
     def limit_s(self) -> float:
         """Seconds a step may take before it counts as stuck."""
-        median = statistics.median(self.durations) if self.durations else 0.0
-        return max(self.settings.floor_s, self.settings.factor * median)
+        if not self.durations:  # the attempt's first step or the one after it: nothing usual to compare with
+            return self.settings.first_step_s or self.settings.floor_s
+        return max(self.settings.floor_s, self.settings.factor * statistics.median(self.durations))
 
     def metrics(self) -> dict[str, float]:
         return {"run/stuck_steps": float(self.stuck_steps)}
@@ -109,9 +115,10 @@ class StepWatchdog:
             self.stuck_steps += 1
             step, stage, in_stage = self._step, self._stage, now - self._stage_began
         report = self._open_report(step)
-        message = (f"step {step} is stuck: {elapsed:.0f} s so far (limit {limit:.0f} s = max(floor_s, "
-                   f"{self.settings.factor:.1f} x median step)), in stage '{stage}' for {in_stage:.0f} s; stacks "
-                   f"follow" + (f" (also in {report.name})" if report else ""))
+        rule = (f"max(floor_s, {self.settings.factor:.1f} x median step)" if self.durations
+                else "first_step_s: no usual step of this attempt timed yet")
+        message = (f"step {step} is stuck: {elapsed:.0f} s so far (limit {limit:.0f} s = {rule}), in stage "
+                   f"'{stage}' for {in_stage:.0f} s; stacks follow" + (f" (also in {report.name})" if report else ""))
         try:
             _log_error(message, report)
             self.dump(report)

@@ -132,6 +132,27 @@ def test_watchdog_abort_ends_the_process_and_the_floor_covers_the_first_step(cap
     assert "step 1 is stuck" in caplog.text and "'test_hang'" in caplog.text
 
 
+
+def test_watchdog_gives_the_warm_up_its_own_limit_and_leaves_it_out_of_the_median(caplog):
+    clock, exits = Clock(), []
+    dog = StepWatchdog(WatchdogSettings(factor=5.0, floor_s=20.0, first_step_s=120.0, abort=True), clock=clock,
+                       dump=lambda _report: None, exit_fn=exits.append)
+    dog.step_begin(3)  # an attempt's first step, warm-up included: 100 s is no hang
+    assert dog.limit_s() == 120.0
+    clock.t += 100.0
+    assert not dog.check()
+    dog.step_begin(4)  # nothing usual timed yet: still the warm-up's limit
+    assert dog.limit_s() == 120.0 and dog.durations == []
+    clock.t += 3.0
+    dog.step_begin(5)  # step 4's 3 s is the median; step 3's 100 s is not (it would make the limit 5 x 51.5 s)
+    assert dog.durations == [3.0] and dog.limit_s() == 20.0
+    clock.t += 21.0
+    with caplog.at_level("ERROR"):
+        assert dog.check()
+    assert exits == [EX_SOFTWARE] and "limit 20 s = max(floor_s, 5.0 x median step)" in caplog.text
+    # without first_step_s the floor is the warm-up's limit too
+    assert StepWatchdog(WatchdogSettings(floor_s=60.0)).limit_s() == 60.0
+
 def test_watchdog_report_file_holds_the_whole_report_before_the_process_ends(tmp_path, monkeypatch):
     """Ray forwards a worker's stderr late; the file is complete and closed when ``exit_fn`` runs, and the
     supervisor finds it."""
