@@ -32,8 +32,6 @@ from typing import Any
 
 import torch
 
-from verl.workers.rollout.replica import TokenOutput
-
 logger = logging.getLogger(__name__)
 
 MIN_BATCH_ROWS = 4  # below this the CPU GEMM kernels change their summation order (see the module docstring)
@@ -99,6 +97,28 @@ class _Pending:
     prompts: list[list[int]] = field(default_factory=list)
     seeds: list[int | None] = field(default_factory=list)  # per request under crn, else None
     futures: list[asyncio.Future] = field(default_factory=list)
+
+
+def token_output(fields: dict[str, Any]) -> Any:
+    """verl's ``TokenOutput`` of ``fields``, built where the answer lands (verl's agent loop)."""
+    from verl.workers.rollout.replica import TokenOutput
+
+    return TokenOutput(**fields)
+
+
+@dataclass(frozen=True)
+class ServedTokens:
+    """One generation's answer as verl's ``TokenOutput`` has it (the same fields), unpickled as a ``TokenOutput``:
+    the server's process never imports verl, whose import (~2.5 s of CPU) is on the critical path of every start."""
+
+    token_ids: list[int]
+    log_probs: list[float] | None
+    stop_reason: str
+    extra_fields: dict[str, Any]
+
+    def __reduce__(self):
+        return token_output, ({"token_ids": self.token_ids, "log_probs": self.log_probs,
+                               "stop_reason": self.stop_reason, "extra_fields": self.extra_fields},)
 
 
 class HFServer:
@@ -276,13 +296,13 @@ class HFServer:
                     fut.set_result((result, version))
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any],
-                       image_data: Any = None, video_data: Any = None, **_kwargs: Any) -> TokenOutput:
+                       image_data: Any = None, video_data: Any = None, **_kwargs: Any) -> ServedTokens:
         if image_data is not None or video_data is not None:
             raise NotImplementedError("the hf CPU rollout serves text-only models")
         prompt_ids = [int(t) for t in prompt_ids]
         (tokens, logprobs), version = await self._batched(prompt_ids, dict(sampling_params))
         want_logprobs = bool(sampling_params.get("logprobs", False))
-        return TokenOutput(
+        return ServedTokens(
             token_ids=tokens,
             log_probs=logprobs if want_logprobs else None,
             stop_reason="completed",  # EOS, a stop string or the length cap (vLLM reports all as completed)
