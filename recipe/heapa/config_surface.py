@@ -32,7 +32,7 @@ INTERNAL_KEYS = (
     "ar3po.reuse.capacity", "ar3po.reuse.max_age", "ar3po.reuse.mark_field",
     "allocation.minimum", "allocation.maximum", "allocation.history",
     "hive.probe_max_tokens",
-    "run.requeue_exit_code", "run.watchdog.poll_s",
+    "run.requeue_exit_code", "run.watchdog.poll_s", "run.watchdog.first_step_s",
 )
 
 def legacy_pool_options(block: Mapping[str, Any]) -> dict[str, Any]:
