@@ -97,6 +97,7 @@ def read_settings(config: DictConfig):
 def prepare(config: DictConfig):
     """Validate the config and switch the platform on, in the driver, before Ray starts its workers."""
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from recipe.heapa.trainer_mode import check_trainer_mode
     from verl.utils.config import validate_config
 
     settings = read_settings(config)
@@ -108,7 +109,8 @@ def prepare(config: DictConfig):
                                f"actor_rollout_ref.actor.loss_agg_mode, got {mode}")
     if not config.trainer.get("use_v1", True):
         raise ValueError("the heapa recipe runs on verl's V1 trainer: trainer.use_v1 must stay true")
-    check_trainer_mode(config, settings)
+    attached = running_cluster_address(config.ray_kwargs.get("ray_init") or {}) is not None
+    check_trainer_mode(config, settings, attached)  # before Ray: trainer_mode.py
     _check_overlong_buffer(config)
     if settings.platform == "cpu":
         from verl_ext.cpu import ENV_DEFAULTS, activate
@@ -123,41 +125,6 @@ def prepare(config: DictConfig):
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
     return settings
-
-
-# What the asynchronous trainer does not run yet, and why (docs/async.md): (setting, is it on, reason)
-ASYNC_UNSUPPORTED = (
-    ("heapa.ar3po.enabled", lambda s: s.ar3po.enabled,
-     "AR3PO's staged rollout plans each group within one step; a partial rollout resumed a step later is not"),
-    ("heapa.reinforce_ada.enabled", lambda s: s.reinforce_ada.enabled,
-     "Reinforce-Ada's rounds run in the same staged rollout as AR3PO"),
-    ("heapa.allocation.enabled", lambda s: s.allocation.enabled,
-     "the allocator's uneven groups have not been run through the asynchronous buffer"),
-    ("heapa.hive.verify", lambda s: s.selection_name == "hive" and s.hive.verify,
-     "HIVE's probe runs the actor inside selection, which the asynchronous trainer calls while the rollout runs"),
-)
-
-
-def check_trainer_mode(config: DictConfig, settings) -> None:
-    """``trainer.v1.trainer_mode``: ``sync``, or ``colocate_async`` without the settings it does not run yet."""
-    from recipe.heapa.settings import HeapaConfigError
-
-    mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
-    if mode == "sync":
-        return
-    if mode != "colocate_async":
-        raise HeapaConfigError(
-            f"trainer.v1.trainer_mode={mode}: the heapa recipe runs sync or colocate_async. separate_async needs a "
-            "checkpoint engine other than 'naive' for its standalone rollout replicas (none imports on the CPU "
-            "backend) and has not been run with the recipe (docs/async.md)")
-    sync_steps = OmegaConf.select(config, f"trainer.v1.{mode}.parameter_sync_step", default=1)
-    if sync_steps != 1:
-        raise HeapaConfigError(f"trainer.v1.{mode}.parameter_sync_step={sync_steps}: the heapa recipe's step reads "
-                               "one sampled batch per weight sync; set it to 1")
-    for key, enabled, why in ASYNC_UNSUPPORTED:
-        if enabled(settings):
-            raise HeapaConfigError(f"{key} with trainer.v1.trainer_mode={mode}: {why}. Turn it off, or use "
-                                   "trainer.v1.trainer_mode=sync")
 
 
 def _check_overlong_buffer(config: DictConfig) -> None:

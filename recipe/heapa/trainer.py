@@ -1,8 +1,10 @@
 """The HeaPA trainer: verl's V1 PPO trainer with the prompt pool in charge of what is trained.
 
-The step below is one mixin (``HeapaSteps``) over either of verl's colocated trainers: ``PPOTrainerSync``
-(``trainer.v1.trainer_mode=sync``, the default) or ``PPOTrainerColocateAsync`` (``colocate_async``: the next
-batch generates while this one trains; ``trainer_class`` picks, ``docs/async.md`` says what differs).
+The step below is one mixin (``HeapaSteps``) over each of verl's V1 trainers: ``PPOTrainerSync``
+(``trainer.v1.trainer_mode=sync``, the default), ``PPOTrainerColocateAsync`` (``colocate_async``: the next batch
+generates while this one trains) or ``PPOTrainerSeparateAsync`` (``separate_async``: the rollout runs on replicas of
+its own, weights sent after every step through a checkpoint engine); ``trainer_class`` picks, ``trainer_mode.py``
+checks the settings, ``docs/async.md`` says what differs.
 
 One step, as data flows (the PPO update itself is verl's, unchanged). Its state lives in one ``StepContext``
 (``step/context.py``), opened in ``on_step_begin`` and closed at the end of ``step``:
@@ -48,6 +50,7 @@ import torch
 from omegaconf import OmegaConf
 
 from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.debug import marked_timer
 
@@ -356,11 +359,17 @@ class HeapaColocateAsyncTrainer(HeapaSteps, PPOTrainerColocateAsync):
     next batches while this one trains; a group trains at the step after its selection, or later)."""
 
 
-TRAINERS = {"sync": HeapaTrainer, "colocate_async": HeapaColocateAsyncTrainer}
+class HeapaSeparateAsyncTrainer(HeapaSteps, PPOTrainerSeparateAsync):
+    """``trainer.v1.trainer_mode=separate_async``: verl's trainer with a rollout pool of its own (standalone
+    replicas generate the next batches while this one trains; the weights go to them after every step)."""
+
+
+TRAINERS = {"sync": HeapaTrainer, "colocate_async": HeapaColocateAsyncTrainer,
+            "separate_async": HeapaSeparateAsyncTrainer}
 
 
 def trainer_class(trainer_mode: str) -> type[HeapaSteps]:
-    """The recipe's trainer for ``trainer.v1.trainer_mode`` (``main_heapa.check_trainer_mode`` refuses the rest)."""
+    """The recipe's trainer for ``trainer.v1.trainer_mode`` (``trainer_mode.check_trainer_mode`` checks first)."""
     try:
         return TRAINERS[trainer_mode]
     except KeyError:

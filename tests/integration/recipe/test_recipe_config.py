@@ -201,14 +201,6 @@ def test_signal_rows_needs_a_sequence_mean_loss_and_a_known_value():
     assert _settings(_compose("method=grpo", "platform=cpu")).update.sequence_mean_over == "all_rows"
 
 
-def test_separate_async_fails_at_start_naming_the_key():
-    from recipe.heapa.main_heapa import prepare
-
-    cfg = _compose("method=grpo", "platform=cpu", "heapa.method=grpo", "trainer.v1.trainer_mode=separate_async")
-    with pytest.raises(HeapaConfigError, match=r"trainer\.v1\.trainer_mode=separate_async: .*sync or colocate_async"):
-        prepare(cfg)
-
-
 @pytest.mark.parametrize(("method", "extra", "key"), [
     ("ar3po_grpo", [], r"heapa\.ar3po\.enabled with trainer\.v1\.trainer_mode=colocate_async: AR3PO"),
     ("reinforce_ada", [], r"heapa\.reinforce_ada\.enabled"),
@@ -218,7 +210,7 @@ def test_separate_async_fails_at_start_naming_the_key():
      r"trainer\.v1\.colocate_async\.parameter_sync_step=2"),
 ])
 def test_colocate_async_refuses_what_it_does_not_run_naming_the_key(method, extra, key):
-    from recipe.heapa.main_heapa import check_trainer_mode
+    from recipe.heapa.trainer_mode import check_trainer_mode
 
     cfg = _compose(f"method={method}", "platform=cpu", "actor_rollout_ref.rollout.n=8",
                    "heapa.teacher.backend=programmatic", "trainer.v1.trainer_mode=colocate_async", *extra)
@@ -228,7 +220,7 @@ def test_colocate_async_refuses_what_it_does_not_run_naming_the_key(method, extr
 
 @pytest.mark.parametrize("method", ["grpo", "heapa_grpo", "ps", "dapo", "heapa_dapo"])
 def test_colocate_async_starts_for_the_pool_presets(method):
-    from recipe.heapa.main_heapa import check_trainer_mode
+    from recipe.heapa.trainer_mode import check_trainer_mode
     from recipe.heapa.trainer import HeapaColocateAsyncTrainer, HeapaTrainer, trainer_class
 
     cfg = _compose(f"method={method}", "platform=cpu", "heapa.teacher.backend=programmatic",
