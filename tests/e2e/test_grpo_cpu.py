@@ -1,7 +1,7 @@
 """Plain GRPO through verl's real trainer (``python -m verl.trainer.main_ppo``) on the CPU backend.
 
 One run: 2 steps, validation and a checkpoint at step 2. (Resuming is the recipe's to check, where it restores more
-than verl's state: ``tests/e2e/test_heapa_cpu.py`` resumes a run and checks that the restored weights reach the fresh
+than verl's state: ``tests/e2e/test_pinned_run.py`` resumes a run and checks that the restored weights reach the fresh
 rollout server the same way, ``training/rollout_probs_diff_max`` after the resume; the launcher tests resume with
 ``resume_mode=auto``.)
 

@@ -7,6 +7,9 @@ prompts (a constant would make the check meaningless). Candidates are pruned (th
 its lowest ``prune_quantile``), the ``hive/*`` scalars (prune rate, probe cost) are logged every step and add up
 with the probe's own counts, the step's response entropy (verl's old_log_prob pass) is read per record, and the
 seed reaches the strategy. The test prints the probe's cost per step next to the step's wall time.
+
+The run also carries the study knob ``heapa.update.sequence_mean_over=signal_rows`` (it changes the update's loss
+divisor, not what HIVE selects or measures): verl's worker must get the rows with signal as its divisor.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def _overrides(assets: Path, out: Path, steps: int) -> list[str]:
         "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
         "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32", "heapa.teacher.backend=programmatic",
+        "heapa.update.sequence_mean_over=signal_rows",
         f"heapa.trace_file={out / 'trace.jsonl'}",
         "trainer.logger=[console,file]", "trainer.project_name=hive_e2e", "trainer.experiment_name=hive_grpo",
         f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", "trainer.test_freq=-1",
@@ -84,3 +88,11 @@ def test_stale_candidates_are_pruned_and_the_batch_is_filled(hive_run):
               f"{m['hive/cleared']:.0f}, blocked {m['hive/blocked']:.0f}, pruned_selected "
               f"{m['hive/pruned_selected']:.0f}; probe {m['hive/verify_s']:.3f} s, {m['hive/verify_tokens']:.0f} "
               f"tokens, {m['hive/verify_calls']:.0f} call(s); step {step_s:.2f} s")
+
+
+def test_signal_rows_divides_the_sequence_mean_loss_by_the_rows_with_signal(hive_run):
+    """8 prompts x 4 rows, one update per step: the loss divisor is the number of rows whose advantage is not 0."""
+    metrics, _, _ = hive_run
+    for m in metrics.values():
+        signal = round(m["diag/nonzero_rows"] * 32)
+        assert m["update/global_batch_size"] == max(1, signal) and m["update/optimizer_steps"] == 1.0

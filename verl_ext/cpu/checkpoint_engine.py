@@ -34,7 +34,6 @@ from verl.workers.rollout.utils import ensure_async_iterator
 from .weight_mailbox import WeightMailbox
 
 BACKEND = "ray_store"
-MODULE = __name__
 
 
 @CheckpointEngineRegistry.register(BACKEND)
