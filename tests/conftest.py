@@ -36,7 +36,7 @@ def tiny_assets() -> Path:
     return path
 
 
-# Seconds each e2e module took on a 2-core CI machine (module wall time, assets already built). They only
+# Rough seconds each e2e module takes on this 2-core machine kind (module wall time, assets built). They only
 # order the suite, longest first, so that the two xdist workers finish together: with `--no-loadscope-reorder`
 # xdist hands modules out in collection order, two ahead per worker, and its default order (most tests first)
 # left one worker idle for the last 390 s, running the long e2e modules last. A module missing here counts as the

@@ -96,8 +96,8 @@ def read_settings(config: DictConfig):
 
 def prepare(config: DictConfig):
     """Validate the config and switch the platform on, in the driver, before Ray starts its workers."""
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from recipe.heapa.trainer_mode import check_trainer_mode
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
     settings = read_settings(config)

@@ -28,7 +28,7 @@ from recipe.heapa.stages.augmentation import AugmentationStage
 from recipe.heapa.stages.hive_verify import PromptEntropyProbe
 from recipe.heapa.stages.reinforce_ada import ReinforceAdaStage
 from recipe.heapa.step.replay_buffer import PATH as FEEDBACK_BUFFER_PATH
-from recipe.heapa.step.replay_buffer import FeedbackReplayBuffer, FeedbackReplayBufferAsync
+from recipe.heapa.step.replay_buffer import FeedbackReplayBuffer, FeedbackReplayBufferAsync, ReportsEvictions
 from recipe.heapa.verl_contract import gen_batch_size, record_gen_batch_size, replay_buffer_filter_kwargs, \
     set_training_horizon
 
@@ -159,7 +159,7 @@ class RecipeSetup:
         if self._uses_feedback_buffer():
             self._configure_feedback_buffer()
         buffer = super()._build_replay_buffer()
-        if isinstance(buffer, (FeedbackReplayBuffer, FeedbackReplayBufferAsync)):  # the report of evicted groups, into the open step
+        if isinstance(buffer, ReportsEvictions):  # the report of evicted groups, into the open step
             buffer.connect(self._on_eviction, self.heapa.feedback.acc_field, self.heapa.feedback.pass_threshold)
         else:
             logger.warning("custom replay buffer %s: groups it evicts (e.g. DAPO-filtered) are not fed back to the "

@@ -39,7 +39,7 @@ class Eviction:
     uids: tuple[str, ...] = ()
 
 
-class _ReportsEvictions:
+class ReportsEvictions:
     """The report, in front of either of verl's buffers (``connect``)."""
 
     def __init__(self, *, sampler_kwargs=None, **kwargs) -> None:
@@ -77,9 +77,9 @@ class _ReportsEvictions:
         return Eviction(outcomes, view.reward_infos(), cost, uids)
 
 
-class FeedbackReplayBuffer(_ReportsEvictions, ReplayBuffer):
+class FeedbackReplayBuffer(ReportsEvictions, ReplayBuffer):
     """verl's sync replay buffer that reports the groups it evicts before clearing them."""
 
 
-class FeedbackReplayBufferAsync(_ReportsEvictions, ReplayBufferAsync):
+class FeedbackReplayBufferAsync(ReportsEvictions, ReplayBufferAsync):
     """verl's asynchronous replay buffer that reports the groups it evicts (stale ones too) before clearing them."""
