@@ -42,7 +42,7 @@ def tiny_assets() -> Path:
 # left one worker idle for the last 390 s, running the long e2e modules last. A module missing here counts as the
 # longest.
 E2E_SECONDS = {
-    "test_ar3po_cpu.py": 275, "test_supervision.py": 155, "test_heapa_cpu.py": 126, "test_async_cpu.py": 145,
+    "test_ar3po_cpu.py": 220, "test_supervision.py": 155, "test_heapa_cpu.py": 126, "test_async_cpu.py": 145,
     "test_readme_cpu_walk.py": 149, "test_interrupted_launcher.py": 147, "test_grpo_cpu.py": 55,
     "test_pinned_run.py": 119, "test_multinode_cpu.py": 115, "test_hive_cpu.py": 63, "test_device_smoke_dry.py": 48,
 }

@@ -340,6 +340,8 @@ def test_a_damaged_latest_checkpoint_resumes_from_the_previous_one(pinned_run, t
     # determinism: the command, restarted from step 2's checkpoint, trains step 3 exactly as the pinned run did
     # (steps 1-2 of every run are held to the golden trace above)
     assert_same_step(pinned_run.metrics, pinned_run.trace, metrics, trace, 3)
+    # heapa_state.json came back: the rollout cost continues from step 2's count instead of restarting
+    assert metrics[3]["rollout/gen_responses_cum"] == pinned_run.metrics[3]["rollout/gen_responses_cum"]
     # the restored weights reached the fresh rollout server (fp32: ~1e-6; a server left on the initial weights
     # differs by orders more), so the resumed step samples what the pinned run sampled
     assert all(metrics[s]["training/rollout_probs_diff_max"] < 1e-4 for s in (3, 4))

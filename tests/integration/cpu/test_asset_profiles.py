@@ -63,11 +63,16 @@ def test_an_unpinned_caller_builds_in_a_pinned_child(tmp_path, monkeypatch):
 
     calls = []
     monkeypatch.setattr(assets.subprocess, "run", lambda cmd, env, check: calls.append((cmd, env)))
-    for key in PINNED_ENV:
+    for key in (*PINNED_ENV, "GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
         monkeypatch.delenv(key, raising=False)
     assets.build_assets(tmp_path / "a", assets.PROFILES["tiny"])
     [(cmd, env)] = calls
     assert cmd[-2] == str((tmp_path / "a").resolve()) and all(env[k] == v for k, v in PINNED_ENV.items())
+    assert env["GOMP_SPINCOUNT"] == "1000"  # short OpenMP spins: a busy second core does not stall the build
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assets.build_assets(tmp_path / "c", assets.PROFILES["tiny"])
+    assert "GOMP_SPINCOUNT" not in calls[-1][1]  # the caller's own choice of how OpenMP waits stands
+    calls.pop()
     built = []
     monkeypatch.setattr(assets, "_build", lambda out, cfg: built.append(cfg) or out)
     for key, value in PINNED_ENV.items():

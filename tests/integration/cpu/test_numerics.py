@@ -27,6 +27,7 @@ print(torch.backends.cpu.get_cpu_capability(), digest)
 
 
 def _run(env: dict[str, str]) -> tuple[str, str]:
+    env = {**env, "GOMP_SPINCOUNT": "1000"}  # two threads beside the suite's other worker (verl_ext/cpu/assets.py)
     out = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, check=True)
     capability, digest = out.stdout.split()
     return capability, digest
