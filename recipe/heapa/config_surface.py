@@ -21,6 +21,7 @@ PUBLIC_LEAF_LIMIT = 75  # 75 today: one screen; a method that needs more moves p
 
 INTERNAL_KEYS = (
     "pool.metrics_window", "pool.resolution", "pool.archive_capacity", "pool.history_length", "pool.track_changes",
+    "pool.stale_discount",
     "poll_interval_s",
     "rows.suffix_separator",
     "lineage.cadence", "lineage.mode", "lineage.max_nodes",

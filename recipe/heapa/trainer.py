@@ -256,13 +256,13 @@ class HeapaSteps(RecipeSetup, RecipeCheckpoints):
                 self.batch_sampler.release_unused(unmeasured)
         self.ctx.outcomes.reward_infos.extend(eviction.reward_infos)
         if eviction.outcomes:
-            self.ctx.outcomes.evicted(eviction.outcomes)
+            self.ctx.outcomes.evicted(eviction.outcomes, heard)
 
     def _feed_back(self, ctx: StepContext) -> dict[str, float]:
         """4. The trained groups' outcomes, by record id; HIVE's response entropy; unused selections released."""
         view = ctx.take_view()
-        ctx.outcomes.trained(view, self.heapa.feedback.pass_threshold)  # generated rows, by record id
-        self.in_flight.heard((t.uid for t in view.generated()), ctx.step)
+        selected_at = self.in_flight.heard((t.uid for t in view.generated()), ctx.step)
+        ctx.outcomes.trained(view, self.heapa.feedback.pass_threshold, selected_at)  # generated rows, by record id
         self.last_pass_rates = ctx.outcomes.pass_rates()
         hive = self._observe_response_entropy(view) if self.heapa.selection_name == "hive" else {}
         if self.trainer_mode == "sync":

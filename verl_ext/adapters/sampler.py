@@ -155,15 +155,18 @@ class PoolBatchSampler(Sampler[list[int]]):
         return [self._rollout_n.pop(rid) for rid in chosen]
 
     # ----------------------------------------------------------------------------------------- feedback
-    def on_feedback(self, results: Mapping[Any, tuple[int, int]], step: int | None = None) -> FeedbackSummary:
-        """``pool.feedback(results, step)`` then ``strategy.observe``; the ids stop being outstanding."""
+    def on_feedback(self, results: Mapping[Any, tuple[int, int]], step: int | None = None,
+                    selected_at: Mapping[Any, int] | None = None) -> FeedbackSummary:
+        """``pool.feedback(results, step, selected_at)`` then ``strategy.observe``; the ids stop being outstanding.
+        ``selected_at``: record id -> the step that selected its group, where an asynchronous trainer hears it
+        later (``QueryPool.feedback``)."""
         step = self.step if step is None else int(step)
         clean = {record_id(rid, "feedback id"): outcome for rid, outcome in results.items()}
         buffered = set(self._buffer)
         queued = [rid for rid in clean if rid in buffered]
         if queued:
             raise ValueError(f"feedback for ids {queued[:10]} that were selected but never handed out")
-        summary = self.pool.feedback(clean, step)
+        summary = self.pool.feedback(clean, step, selected_at)
         self.strategy.observe(clean, step)
         if self.allocator is not None:
             self.allocator.observe(clean)

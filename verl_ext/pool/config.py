@@ -109,6 +109,9 @@ class PoolConfig:
     - ``resolution``: value buckets; values closer than ``1/resolution`` are ties, drawn at random.
     - ``archive_capacity``: bound of the archive (oldest evicted first); ``None`` = ``max_pool_size``.
     - ``estimator`` / ``estimator_params``: pass-rate estimator by name (``last``, ``ema``, ``beta``).
+    - ``stale_discount``: an outcome heard d steps after its group was selected (an asynchronous trainer's
+      feedback delay) weighs ``stale_discount ** d`` against what the record's estimate already holds (1 = every
+      outcome counts whole, as in the synchronous trainer; docs/sim.md measures it).
     - ``history_length``: visits remembered in each record's solved history (for ``drop_solved_streak``).
     - ``track_changes``: keep the evicted/changed id lists for ``drain_evicted``/``drain_changed`` (lineage);
       set False when nothing drains them, so they cannot grow.
@@ -141,6 +144,7 @@ class PoolConfig:
     reinsertion: ReinsertionConfig = field(default_factory=ReinsertionConfig)
     estimator: Str = "beta"
     estimator_params: dict[str, Any] = field(default_factory=dict)
+    stale_discount: Annotated[Float, Field(gt=0.0, le=1.0)] = 1.0
     history_length: PositiveInt = 16
     track_changes: Bool = True
 

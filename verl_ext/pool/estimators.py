@@ -77,8 +77,11 @@ class Estimator(ABC):
     name: ClassVar[str] = ""
 
     @abstractmethod
-    def update(self, record: PromptRecord, passes: int, n: int) -> None:
-        """Fold ``passes`` successes out of ``n`` rollouts into ``record.stat``."""
+    def update(self, record: PromptRecord, passes: int, n: int, weight: float = 1.0) -> None:
+        """Fold ``passes`` successes out of ``n`` rollouts into ``record.stat``; ``weight`` in (0, 1] is how much
+        the outcome counts against what the record already holds (``PoolConfig.stale_discount``: an outcome an
+        older policy generated counts less). A first measurement is taken whole: there is nothing to weigh it
+        against."""
 
     @abstractmethod
     def value(self, record: PromptRecord) -> float | None:
@@ -98,8 +101,9 @@ class LastEstimator(Estimator):
 
     name = "last"
 
-    def update(self, record: PromptRecord, passes: int, n: int) -> None:
-        record.stat = passes / n
+    def update(self, record: PromptRecord, passes: int, n: int, weight: float = 1.0) -> None:
+        p = passes / n
+        record.stat = p if record.stat is None or weight >= 1.0 else weight * p + (1.0 - weight) * record.stat
 
     def value(self, record: PromptRecord) -> float | None:
         return record.stat
@@ -115,9 +119,10 @@ class EmaEstimator(Estimator):
             raise ConfigError(f"ema estimator: alpha must be in (0, 1], got {alpha!r}")
         self.alpha = float(alpha)
 
-    def update(self, record: PromptRecord, passes: int, n: int) -> None:
+    def update(self, record: PromptRecord, passes: int, n: int, weight: float = 1.0) -> None:
         p = passes / n
-        record.stat = p if record.stat is None else (1.0 - self.alpha) * record.stat + self.alpha * p
+        alpha = self.alpha * min(weight, 1.0)
+        record.stat = p if record.stat is None else (1.0 - alpha) * record.stat + alpha * p
 
     def value(self, record: PromptRecord) -> float | None:
         return record.stat
@@ -138,12 +143,13 @@ class BetaEstimator(Estimator):
             raise ConfigError(f"beta estimator: alpha0 and beta0 must be > 0, got {alpha0!r}, {beta0!r}")
         self.decay, self.alpha0, self.beta0 = float(decay), float(alpha0), float(beta0)
 
-    def update(self, record: PromptRecord, passes: int, n: int) -> None:
+    def update(self, record: PromptRecord, passes: int, n: int, weight: float = 1.0) -> None:
         a, b = record.stat if record.stat is not None else (self.alpha0, self.beta0)
         lam = self.decay
+        w = 1.0 if record.stat is None else min(weight, 1.0)  # a weighed outcome adds fewer pseudo-counts
         record.stat = (
-            lam * a + (1.0 - lam) * self.alpha0 + passes,
-            lam * b + (1.0 - lam) * self.beta0 + (n - passes),
+            lam * a + (1.0 - lam) * self.alpha0 + w * passes,
+            lam * b + (1.0 - lam) * self.beta0 + w * (n - passes),
         )
 
     def value(self, record: PromptRecord) -> float | None:

@@ -181,10 +181,14 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
                 self._records[rid].status = POOLED
         self._counters["released"] += len(ids)
 
-    def feedback(self, results: Mapping[int, tuple[int, int]], step: int) -> FeedbackSummary:
+    def feedback(self, results: Mapping[int, tuple[int, int]], step: int,
+                 selected_at: Mapping[int, int] | None = None) -> FeedbackSummary:
         """Fold each in-flight record's group outcome ``id -> (passes, n)`` into its estimator and archive it.
 
-        Keyed by record id, never by position. Validates every entry before changing anything. O(m).
+        ``selected_at``: ``id -> the step that selected the group`` where that is before ``step`` (an asynchronous
+        trainer's late feedback; absent ids: ``step``); the record keeps it as ``measured_step`` and the outcome
+        weighs ``stale_discount ** (step - selected)``. Keyed by record id, never by position. Validates every
+        entry before changing anything. O(m).
         """
         groups: list[tuple[int, int, int]] = []
         for rid, outcome in results.items():
@@ -193,6 +197,11 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
                 raise RecordStateError(f"feedback for record {rid}, which is {self._records[rid].status}, "
                                        "not in flight")
             groups.append((rid, *check_outcome(rid, outcome)))
+        selected = {as_id(rid): int(s) for rid, s in (selected_at or {}).items()}
+        late = [rid for rid, s in selected.items() if s > step]
+        if late:
+            raise ValueError(f"records {late[:10]} were selected after step {step}, which hears them")
+        discount = self.config.stale_discount
         prior_errors: list[float] = []
         mask = (1 << self.config.history_length) - 1
         for rid, passes, n in groups:
@@ -204,7 +213,8 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
                 prior_errors.append(estimate - passes / n)
                 if rec.origin == AUGMENTED and rec.prior is not None:
                     self.child_calibration.observe(rec.prior, passes, n)
-            self.estimator.update(rec, passes, n)
+            measured = selected.get(rid, step)
+            self.estimator.update(rec, passes, n, discount ** (step - measured) if discount < 1.0 else 1.0)
             if estimate is None:  # a cold draw's first measurement: what the next one is expected to read
                 self._observe_cold(self.estimator.value(rec))
             if self._progress.pending:
@@ -213,6 +223,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
             rec.visits += 1
             rec.solved_bits = ((rec.solved_bits << 1) | (passes == n)) & mask
             rec.last_trained_step = step
+            rec.measured_step = measured
             rec.rank_override = None
             rec.status = ARCHIVED
             del self._in_flight[rid]

@@ -25,6 +25,7 @@ ORIGINS = (SEED, AUGMENTED)
 FIELDS = (
     "id", "prompt", "answer", "data_source", "origin", "parent_id", "depth", "difficulty_factor", "stat", "prior",
     "rank_override", "created_step", "last_trained_step", "visits", "solved_bits", "last_pass", "status", "extra",
+    "measured_step",
 )
 
 
@@ -37,7 +38,9 @@ class PromptRecord:
     measured), ``prior`` (initial estimate of an augmented child), ``rank_override`` (lineage-refreshed ranking
     value, cleared by the next feedback), ``created_step``, ``last_trained_step``, ``visits`` (feedback count),
     ``solved_bits`` (bit i set = solved at the i-th most recent visit), ``last_pass`` (latest group pass rate),
-    ``status``, ``extra`` (optional JSON-safe payload).
+    ``status``, ``extra`` (optional JSON-safe payload), ``measured_step`` (the step that selected the group of the
+    latest measurement, i.e. the policy version its responses came from: ``last_trained_step`` in the synchronous
+    trainer, earlier when an asynchronous trainer hears a group late).
     """
 
     __slots__ = FIELDS
@@ -74,6 +77,7 @@ class PromptRecord:
         self.last_pass: float | None = None
         self.status = COLD
         self.extra = extra
+        self.measured_step: int | None = None
 
     def solved_streak(self, k: int) -> bool:
         """True if the record was solved (pass rate 1.0) in each of its last ``k`` visits (needs >= k visits)."""

@@ -61,7 +61,9 @@ class PoolStateMixin:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a snapshot taken by ``state_dict``; validates it before replacing anything."""
         version = check_schema(state, "pool", 1, SCHEMA_VERSION)
-        if list(state["record_fields"]) != list(FIELDS):
+        saved_fields = list(state["record_fields"])
+        missing = len(FIELDS) - len(saved_fields)
+        if saved_fields != list(FIELDS[:len(saved_fields)]) or missing not in (0, 1):
             raise ValueError(f"pool state record fields {state['record_fields']} differ from {list(FIELDS)}")
         spec = state["estimator"]
         if spec["name"] != self.estimator.name:
@@ -75,7 +77,8 @@ class PoolStateMixin:
         if saved != now:
             changed = sorted(k for k in now if saved.get(k) != now[k])
             logger.warning("pool config changed on resume (%s); the current config applies", ", ".join(changed))
-        records = {row[0]: PromptRecord.from_row(row) for row in state["records"]}
+        pad = [None] * missing  # written before ``measured_step``: the policy version is unknown
+        records = {row[0]: PromptRecord.from_row([*row, *pad] if pad else row) for row in state["records"]}
         pooled = _pooled_ids(state)
         by_status = {
             COLD: [rid for rid, _ in state["cold"]],

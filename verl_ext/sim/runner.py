@@ -232,7 +232,7 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
     k = train.batch_size
     out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
     spent, step = 0, 0
-    in_flight: deque[tuple[int, np.ndarray, StepRollout]] = deque()  # (step it trains at, ids, rollout)
+    in_flight: deque[tuple[int, int, np.ndarray, StepRollout]] = deque()  # (trains at, selected at, ids, rollout)
     while spent < train.budget_rollouts:
         batch = strat.select(pool, k, step)
         if not batch and not in_flight:
@@ -241,12 +241,12 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
             ids = np.asarray(batch, dtype=np.int64)
             draw = fixed_rollout(world, ids, train.n) if staged is None else staged(ids, step)
             spent += int(draw.sizes.sum())
-            in_flight.append((step + train.feedback_delay, ids, draw))
+            in_flight.append((step + train.feedback_delay, step, ids, draw))
         # Due batches train; so does everything in flight once the budget is spent (the run's last step) or when
         # the pool had nothing to hand out (its records are all in flight: waiting would stall the loop).
         while in_flight and (in_flight[0][0] <= step or spent >= train.budget_rollouts or not batch):
-            _, ids, draw = in_flight.popleft()
-            _train_on(world, pool, strat, augmenter, out, ids, draw, step, k)
+            _, selected, ids, draw = in_flight.popleft()
+            _train_on(world, pool, strat, augmenter, out, ids, draw, step, k, selected)
         if refresher is not None:
             refresher.step(step)
         pool.reinsert(step, k)
@@ -259,11 +259,12 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
 
 
 def _train_on(world: SyntheticWorld, pool: QueryPool, strat: Strategy, augmenter: SimAugmenter | None,
-              out: RunResult, ids: np.ndarray, draw: StepRollout, step: int, k: int) -> None:
-    """One batch's outcomes reach the pool and the strategy, and the policy trains on it, at ``step``."""
+              out: RunResult, ids: np.ndarray, draw: StepRollout, step: int, k: int, selected: int) -> None:
+    """One batch's outcomes, rolled out at step ``selected``, reach the pool and the strategy, and the policy
+    trains on it, at ``step``."""
     passes, sizes = draw.passes, draw.sizes
     results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}
-    pool.feedback(results, step)
+    pool.feedback(results, step, dict.fromkeys(results, selected) if selected < step else None)
     strat.observe(results, step)
     world.learn(ids, draw.learn_passes, sizes if draw.learn_sizes is None else draw.learn_sizes, batch_size=k)
     out.groups += len(ids)

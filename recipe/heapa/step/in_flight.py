@@ -31,14 +31,15 @@ class InFlight:
             self._groups[uid] = (rid, int(step))
             self.flow.append([rid, 1])
 
-    def heard(self, uids: Iterable[str], step: int) -> list[int]:
-        """Groups trained or evicted at ``step``: they leave; returns their record ids (unknown uids skipped, e.g.
-        AR3PO's reused rows carry a group's uid that was heard already)."""
-        records = []
+    def heard(self, uids: Iterable[str], step: int) -> dict[int, int]:
+        """Groups trained or evicted at ``step``: they leave; returns record id -> the step that selected it, the
+        policy version the pool's estimate will come from (unknown uids skipped, e.g. AR3PO's reused rows carry a
+        group's uid that was heard already)."""
+        records: dict[int, int] = {}
         for uid in dict.fromkeys(uids):
             held = self._groups.pop(uid, None)
             if held is not None:
-                records.append(held[0])
+                records[held[0]] = held[1]
                 self.flow.append([held[0], -1])
                 self._delays.append(int(step) - held[1])
         return records

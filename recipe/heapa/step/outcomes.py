@@ -27,18 +27,19 @@ class StepOutcomes:
         self._trained: set[int] = set()
         self._summary = None
 
-    def evicted(self, outcomes: Outcomes) -> None:
-        """The replay buffer's report of groups it is about to clear."""
-        summary = self.sampler.on_feedback(outcomes, self.step)
+    def evicted(self, outcomes: Outcomes, selected_at: dict[int, int] | None = None) -> None:
+        """The replay buffer's report of groups it is about to clear (``selected_at``: record -> the step that
+        selected its group, ``in_flight.py``)."""
+        summary = self.sampler.on_feedback(outcomes, self.step, selected_at)
         self._evicted_feedbacks += len(outcomes)  # a record can be evicted, reinserted and evicted again
         self._evicted.update(outcomes)
         self._evicted_rates.update({int(k): float(v) for k, v in summary.pass_rates.items()})
 
-    def trained(self, view: StepBatch, threshold: float) -> None:
+    def trained(self, view: StepBatch, threshold: float, selected_at: dict[int, int] | None = None) -> None:
         """The step's trained groups: the generated rows of the view, by record id."""
         outcomes = view.outcomes(threshold)
         self.reward_infos.extend(view.reward_infos())
-        self._summary = self.sampler.on_feedback(outcomes, self.step)
+        self._summary = self.sampler.on_feedback(outcomes, self.step, selected_at)
         self._trained = set(outcomes)
 
     def pass_rates(self) -> dict[int, float]:

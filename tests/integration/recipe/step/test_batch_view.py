@@ -74,7 +74,7 @@ def test_one_step_context_owns_both_routes_and_the_next_step_starts_afresh(fake)
     fed = []
 
     class Sampler:
-        def on_feedback(self, outcomes, step):
+        def on_feedback(self, outcomes, step, selected_at=None):
             fed.append((step, dict(outcomes)))
             return SimpleNamespace(pass_rates={k: p / n for k, (p, n) in outcomes.items()},
                                    metrics=lambda: {"feedback/n_records": float(len(outcomes))})
@@ -112,11 +112,12 @@ def test_an_asynchronous_eviction_without_a_reward_releases_its_record():
     from recipe.heapa.step.replay_buffer import Eviction
     from recipe.heapa.trainer import HeapaColocateAsyncTrainer
 
-    released, fed = [], []
+    released, fed, selected = [], [], []
 
     class Sampler:
-        def on_feedback(self, outcomes, step):
+        def on_feedback(self, outcomes, step, selected_at=None):
             fed.append(dict(outcomes))
+            selected.append(selected_at)
             return SimpleNamespace(pass_rates={}, metrics=dict)
 
         def release_unused(self, ids):
@@ -129,6 +130,7 @@ def test_an_asynchronous_eviction_without_a_reward_releases_its_record():
     HeapaColocateAsyncTrainer._on_eviction(trainer, Eviction({}, [], (4, 0), ("failed",)))
     HeapaColocateAsyncTrainer._on_eviction(trainer, Eviction({4: (1, 4)}, [{"acc": 1.0}], (4, 30), ("stale",)))
     assert released == [3] and fed == [{4: (1, 4)}] and len(in_flight) == 1
+    assert selected == [{4: 1}]  # the pool hears which step's policy measured record 4
     assert in_flight.metrics()["feedback/delay_max"] == 3.0
 
 

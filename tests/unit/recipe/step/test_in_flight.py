@@ -15,12 +15,13 @@ def test_delay_is_the_steps_from_selection_to_feedback():
     f = InFlight()
     f.handed_out(["a", "b"], [10, 11], step=1)  # a warm-up batch
     f.handed_out(["c"], [12], step=2)
-    assert f.heard(["a", "a", "c"], step=2) == [10, 12]  # a group's rows name its uid once each: heard once
+    # a group's rows name its uid once each: heard once; each record with the step that selected it
+    assert f.heard(["a", "a", "c"], step=2) == {10: 1, 12: 2}
     assert f.flow == [[10, 1], [11, 1], [12, 1], [10, -1], [12, -1]]
     assert f.metrics() == {"feedback/in_flight_groups": 1.0, "feedback/delay_mean": 0.5, "feedback/delay_max": 1.0}
     assert f.metrics() == {"feedback/in_flight_groups": 1.0}  # the step's delays were reported and reset
     assert f.flow == []
-    assert f.heard(["a", "zz"], step=3) == []  # heard already, or never handed out: nothing
+    assert f.heard(["a", "zz"], step=3) == {}  # heard already, or never handed out: nothing
     assert f.clear() == [11] and len(f) == 0
 
 
