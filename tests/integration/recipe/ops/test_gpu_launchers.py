@@ -193,26 +193,14 @@ def test_fit_context_rules():
     assert fit_context(cfg) == 4096
 
 
-@pytest.fixture
-def untrained_model(tmp_path) -> Path:
-    """A model folder of the tiny assets' shape, untrained (only its config and tokenizer are read): no wait for
-    the assets' build, so ``tests/conftest.py`` schedules this module, pip's resolution below included, while the
-    assets build."""
-    from verl_ext.cpu.assets import AssetConfig, build_model, train_tokenizer
-
-    cfg, out = AssetConfig(), tmp_path / "model"
-    build_model(cfg, train_tokenizer(cfg, out)).save_pretrained(out)
-    return out
-
-
-def test_sdpa_model_loads_where_flash_attention_would_not(untrained_model):
+def test_sdpa_model_loads_where_flash_attention_would_not(tiny_assets):
     """verl's own model config with the launcher's choice builds a model on a machine without flash-attn."""
     from transformers import AutoModelForCausalLM
 
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.config import HFModelConfig
 
-    args = dry_run("heapa_grpo", f"actor_rollout_ref.model.path={untrained_model}")
+    args = dry_run("heapa_grpo", f"actor_rollout_ref.model.path={tiny_assets / 'model'}")
     cfg = compose_cfg(args, "heapa_grpo")
     fit_gpu(cfg, available=in_gpu_set)
     model_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.model, dataclass_type=HFModelConfig)
