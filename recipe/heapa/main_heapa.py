@@ -109,8 +109,6 @@ def prepare(config: DictConfig):
                                f"actor_rollout_ref.actor.loss_agg_mode, got {mode}")
     if not config.trainer.get("use_v1", True):
         raise ValueError("the heapa recipe runs on verl's V1 trainer: trainer.use_v1 must stay true")
-    attached = running_cluster_address(config.ray_kwargs.get("ray_init") or {}) is not None
-    check_trainer_mode(config, settings, attached)  # before Ray: trainer_mode.py
     _check_overlong_buffer(config)
     if settings.platform == "cpu":
         from verl_ext.cpu import ENV_DEFAULTS, activate
@@ -121,7 +119,8 @@ def prepare(config: DictConfig):
         from recipe.heapa.ops.gpu_fit import fit_gpu
 
         fit_gpu(config)  # attention that is installed, vLLM sized for prompt + response (ops/gpu_fit.py)
-    attach_to_running_cluster(config)
+    attach_to_running_cluster(config)  # drops the local cluster's sizes (num_gpus) when it attaches
+    check_trainer_mode(config, settings)  # before Ray: trainer_mode.py
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     _tag_run(config, settings)
     return settings

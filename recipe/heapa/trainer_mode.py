@@ -34,8 +34,9 @@ ASYNC_UNSUPPORTED = (
 )
 
 
-def check_trainer_mode(config: DictConfig, settings, attached: bool = False) -> None:
-    """``attached``: ray.init will connect to a running cluster, whose nodes declared their own (logical) GPUs."""
+def check_trainer_mode(config: DictConfig, settings) -> None:
+    """Refuse, naming the key, what the run's mode does not run. Called after ``attach_to_running_cluster``: a run
+    that attaches has no ``ray_init.num_gpus`` left (the cluster's nodes declared their own)."""
     mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
     if mode not in MODES:
         raise HeapaConfigError(f"trainer.v1.trainer_mode={mode}: verl's trainer modes are {', '.join(MODES)}")
@@ -50,10 +51,10 @@ def check_trainer_mode(config: DictConfig, settings, attached: bool = False) -> 
             raise HeapaConfigError(f"{key} with trainer.v1.trainer_mode={mode}: {why}. Turn it off, or use "
                                    "trainer.v1.trainer_mode=sync")
     if mode == "separate_async":
-        _check_separate(config, settings, attached)
+        _check_separate(config, settings)
 
 
-def _check_separate(config: DictConfig, settings, attached: bool) -> None:
+def _check_separate(config: DictConfig, settings) -> None:
     rollout = config.actor_rollout_ref.rollout
     backend = OmegaConf.select(rollout, "checkpoint_engine.backend", default="naive")
     if backend == "naive":
@@ -72,8 +73,6 @@ def _check_separate(config: DictConfig, settings, attached: bool) -> None:
         raise HeapaConfigError(
             f"actor_rollout_ref.rollout.nnodes={nodes}, n_gpus_per_node={per_node} with "
             "trainer.v1.trainer_mode=separate_async: the rollout needs a pool of its own; set both (e.g. 1 and 1)")
-    if attached:
-        return
     declared = OmegaConf.select(config, "ray_kwargs.ray_init.num_gpus", default=None)
     needed = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node) + nodes * per_node
     if declared is not None and int(declared) < needed:

@@ -9,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
+from recipe.heapa.main_heapa import attach_to_running_cluster
 from recipe.heapa.settings import HeapaConfigError, parse_settings
 from recipe.heapa.trainer_mode import CPU_ENGINE, check_trainer_mode
 
@@ -19,13 +20,15 @@ RUNS = ["trainer.v1.trainer_mode=separate_async", *CPU_ENGINE.split(), "actor_ro
         "actor_rollout_ref.actor.ppo_mini_batch_size=16", "data.train_batch_size=16"]
 
 
-def _check(*overrides: str, attached: bool = False) -> None:
+def _check(*overrides: str, address: str = "local") -> None:
+    """What ``main_heapa.prepare`` does: attach (a no-op for a local cluster), then check."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose(config_name="heapa_trainer", overrides=["platform=cpu", "heapa.teacher.backend=programmatic",
-                                                               *overrides])
+                                                               f"+ray_kwargs.ray_init.address={address}", *overrides])
     with open_dict(cfg):
         cfg.heapa.method = "test"
-    check_trainer_mode(cfg, parse_settings(OmegaConf.to_container(cfg.heapa, resolve=True)), attached)
+    attach_to_running_cluster(cfg)
+    check_trainer_mode(cfg, parse_settings(OmegaConf.to_container(cfg.heapa, resolve=True)))
 
 
 def _without(key: str) -> list[str]:
@@ -60,7 +63,8 @@ def test_what_it_lacks_fails_naming_the_key_and_the_fix(overrides, message):
 
 
 def test_an_attached_cluster_brings_its_own_gpus():
-    _check("method=grpo", *_without("ray_kwargs.ray_init.num_gpus"), attached=True)
+    # ray.init will connect: attaching drops the platform's num_gpus=1, the cluster's nodes declared their own
+    _check("method=grpo", *_without("ray_kwargs.ray_init.num_gpus"), address="127.0.0.1:6379")
 
 
 def test_an_unknown_mode_names_the_modes():
