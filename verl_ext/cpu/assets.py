@@ -256,9 +256,7 @@ def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
                 f"{out} holds the '{held}' asset build, not the one asked for (digest {cfg.digest()}): choose "
                 f"another --out / VERL_EXT_ASSETS, ask for '{held}' (ASSETS_PROFILE={held}), or pass --force"
             )
-    if pinned():
-        if "torch" not in sys.modules:  # libgomp reads its settings when torch loads it
-            _set_default_spin(os.environ)
+    if pinned():  # this process's OpenMP settings are its caller's
         return _build(out, cfg)
     # this process's torch may already compute with its CPU's own kernels: build in a child started pinned, so the
     # model is the same on every x86 CPU (numerics.py)
