@@ -1,8 +1,8 @@
 """Preemption requests (``ops/preemption.py``) and the stuck-step watchdog (``ops/watchdog.py``), without Ray.
 
 The end-to-end behaviour (a real trainer checkpointing on SIGTERM, a hung step restarted by the supervisor) is in
-``tests/e2e/test_interrupted_launcher.py`` and ``tests/e2e/test_supervision.py``; here are the rules: the request file, the grace deadline, the exit codes, the
-settings' validation, and when a step counts as stuck.
+``tests/e2e/test_interrupted_launcher.py``; here are the rules: the request file, the grace deadline, the exit
+codes, the settings' validation, and when a step counts as stuck.
 """
 
 from __future__ import annotations
