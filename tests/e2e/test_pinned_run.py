@@ -7,7 +7,7 @@ The run (``pinned_overrides``): 3 steps of the tiny CPU task, a checkpoint every
 mode (one request per generate, each seeded by the prompt, the weights' step and its n-th request, so batching and
 arrival order do not change what is sampled), repeated seeds dropped (identical prompts of two records would share
 one sample stream), and the frontier ``target`` without a re-visit bound, as the golden commit ran (heapa_grpo's
-default is ``signal`` with ``max_window_visits: 1`` since; both have their own unit tests in
+default is ``progress`` with ``max_window_visits: 1`` since; both have their own unit tests in
 ``tests/unit/selection/``).
 
 **Pinned trace.** A refactor that means to change nothing must reproduce the run. It is reduced to what is an exact

@@ -61,13 +61,14 @@ def test_every_preset_composes_and_validates(method, platform):
     selecting = s.selection_name != "uniform"
     assert s.pool.reinsertion.trigger == ("always" if selecting else "below_batch")
     if s.selection_name == "boundary":
-        # heapa_grpo/heapa_dapo draw by v(1-v) and train a record at most once per window (without the bound
-        # both fell below their baselines late, issue 29); heapa_ar3po was measured with `target`, unbounded
-        # (heapa_reinforce_ada inherits heapa_grpo's)
-        frontier = method in ("heapa_grpo", "heapa_dapo", "heapa_reinforce_ada")
-        assert (s.pool.boundary, s.pool.estimator, s.pool.eviction) == \
-            ("signal" if frontier else "target", "beta", "farthest")
-        assert s.pool.max_window_visits == (1 if frontier else None)
+        # heapa_grpo draws by the measured split, heapa_dapo and heapa_reinforce_ada by v(1-v), each training a
+        # record at most once per window (without the bound they fell below their baselines late, issue 29);
+        # heapa_ar3po was measured with `target`, unbounded
+        bounded = method in ("heapa_grpo", "heapa_dapo", "heapa_reinforce_ada")
+        boundary = {"heapa_grpo": "progress", "heapa_dapo": "signal", "heapa_reinforce_ada": "signal"}.get(method,
+                                                                                                        "target")
+        assert (s.pool.boundary, s.pool.estimator, s.pool.eviction) == (boundary, "beta", "farthest")
+        assert s.pool.max_window_visits == (1 if bounded else None)
 
 
 def test_ar3po_ceiling_follows_rollout_n_and_a_too_small_n_is_named():
