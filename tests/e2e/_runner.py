@@ -347,6 +347,16 @@ def run_and_signal(cmd: Sequence[str], *, env: Mapping[str, str], log_path: Path
                      wall_s=wall, log_path=log_path, stray_pids=strays), sent_at
 
 
+def pool_records(ckpt: Path) -> dict[int, dict]:
+    """The pool's records in a checkpoint folder's ``pool_state.pkl``: record id -> its fields by name."""
+    import pickle
+
+    with open(Path(ckpt) / "pool_state.pkl", "rb") as fh:
+        pool = pickle.load(fh)["pool"]  # noqa: S301 - the run's own checkpoint
+    fields = pool["record_fields"]
+    return {row[fields.index("id")]: dict(zip(fields, row)) for row in pool["records"]}
+
+
 def metric_lines(path: Path) -> list[dict]:
     """Every line of a file-logger JSONL (``{"step": N, "data": {...}}``), in order, nothing merged."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

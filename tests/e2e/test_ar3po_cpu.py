@@ -273,20 +273,16 @@ def test_reinforce_ada_dapo_filters_only_groups_capped_all_equal(runs):
     assert evicted > 0, "DAPO evicted no group in 2 steps: the out-of-reach records should run to the cap"
 
 
-def test_heapa_reinforce_ada_pool_hears_every_generated_response(runs):
+def test_heapa_reinforce_ada_pool_hears_every_generated_response(runs, e2e_runner):
     """HeaPA's selection with Reinforce-Ada's rounds (run C): the pool's pass rate of a record is over every
     response its rounds generated, not the n the update kept."""
-    import pickle
 
     metrics, trace = runs["c"]
     for step, m in metrics.items():
         generated = sum(c[0] for c in trace[step]["rounds"].values())
         assert m["feedback/n_rollouts"] == m["rollout/gen_responses"] == generated > 8 * 2
-    with open(runs["base"] / "c" / "ckpt" / "global_step_2" / "pool_state.pkl", "rb") as fh:
-        pool = pickle.load(fh)["pool"]  # noqa: S301 - the run's own checkpoint
-    fields = pool["record_fields"]
-    records = {row[fields.index("id")]: row for row in pool["records"]}
+    records = e2e_runner.pool_records(runs["base"] / "c" / "ckpt" / "global_step_2")
     for rid, (gen, correct, _, _) in trace[2]["rounds"].items():
         row = records[int(rid)]
-        assert row[fields.index("visits")] == 2
-        assert row[fields.index("last_pass")] == pytest.approx(correct / gen)
+        assert row["visits"] == 2
+        assert row["last_pass"] == pytest.approx(correct / gen)

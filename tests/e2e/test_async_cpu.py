@@ -25,7 +25,6 @@ Read from the trace (each step's groups out and back, in order) and the metrics 
 from __future__ import annotations
 
 import json
-import pickle
 import shutil
 from pathlib import Path
 
@@ -105,7 +104,7 @@ def test_groups_train_after_their_selection_and_each_is_heard_once(runs):
     assert sorted(rid for _, rid, _ in final["in_flight"]["groups"]) == sorted(left)
 
 
-def test_separate_async_sends_the_weights_each_step_and_hears_each_group_once(runs):
+def test_separate_async_sends_the_weights_each_step_and_hears_each_group_once(runs, e2e_runner):
     metrics, trace = runs["s"]
     assert sorted(metrics) == sorted(trace) == list(range(1, STEPS + 1))
     left = replay(trace)
@@ -118,11 +117,9 @@ def test_separate_async_sends_the_weights_each_step_and_hears_each_group_once(ru
         assert m["feedback/delay_max"] == expected == m["training/off_policy/trajectory_staleness/mean"], (step, m)
     assert metrics[1]["training/rollout_probs_diff_max"] < 1e-4  # the replica serves the actor's weights exactly
     # each record's estimate names the step whose policy measured it: one step before it was heard, from step 2
-    with open(runs["base"] / "s" / "ckpt" / f"global_step_{STEPS}" / "pool_state.pkl", "rb") as fh:
-        pool = pickle.load(fh)["pool"]  # noqa: S301 - the run's own checkpoint
-    fields = pool["record_fields"]
-    heard = [(row[fields.index("last_trained_step")], row[fields.index("measured_step")]) for row in pool["records"]
-             if row[fields.index("last_trained_step")] is not None]
+    records = e2e_runner.pool_records(runs["base"] / "s" / "ckpt" / f"global_step_{STEPS}")
+    heard = [(r["last_trained_step"], r["measured_step"]) for r in records.values()
+             if r["last_trained_step"] is not None]
     assert heard and all(measured == (last if last == 1 else last - 1) for last, measured in heard), heard
     final = state(runs["base"] / "s" / "ckpt" / f"global_step_{STEPS}")
     assert sorted(rid for _, rid, _ in final["in_flight"]["groups"]) == sorted(left)
