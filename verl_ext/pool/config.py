@@ -91,7 +91,8 @@ class PoolConfig:
       (also the band of the ``pool/frontier_size`` metric).
     - ``frontier_batches``: ``adaptive`` falls to the floor once ``F`` holds this many batches of records.
     - ``max_window_visits``: a frontier pick trained this many times in the last ``metrics_window`` steps yields
-      its seat to a cold record while any is left (``None`` = no bound).
+      its seat to a cold record while any is left, then to the frontier's next pick not trained that often
+      (``None`` = no bound).
     - ``revisit_penalty``: a seed trained v times counts as ``revisit_penalty * v`` farther from the target, in
       the ``target`` draw (and ``progress``'s target seats) and when ``greedy`` compares the frontier with a cold
       draw: where re-training one problem teaches its skill less each time, a seed re-drawn often yields its seat

@@ -48,8 +48,8 @@ logger = logging.getLogger(__name__)
 
 COUNTERS = (
     "added_seed", "added_child", "added_child_unscored", "rejected_full",
-    "sampled_cold", "revisit_cap_swaps", "sampled_boundary", "sampled_extreme", "sampled_children", "child_cap_hits",
-    "taken",
+    "sampled_cold", "revisit_cap_swaps", "revisit_cap_redraws", "sampled_boundary", "sampled_extreme",
+    "sampled_children", "child_cap_hits", "taken",
     "released", "fed_back", "reinserted", "evicted_capacity_hard", "evicted_capacity_easy",
     "evicted_capacity_child", "evicted_capacity_seed", "evicted_archive_full", "evicted_retired_solved",
     "evicted_retired_visits", "feed_dropped_evicted",

@@ -73,8 +73,10 @@ def test_stalls_score_zero_within_the_limit(short: Scorer, answer: str) -> None:
 def test_stalls_in_a_batch_leave_the_other_items_scored() -> None:
     """Two stalls take both workers; the batch's other items (numeric and symbolic) are still scored right.
 
-    A 2 s limit: the stalls hold the workers for 1 s, leaving the queued items 1 s on a busy machine."""
-    limit = 2.0
+    An 8 s limit: the stalls hold both workers for 4 s (half the limit), then the queued items have 4 s, in which
+    the replacement workers start (importing sympy) and score them. With a 2 s limit, 1 s was too short for the
+    replacements to start while two training runs shared the 2 cores, and a normal item scored as a timeout."""
+    limit = 8.0
     scorer = Scorer(ScorerConfig(timeout_s=limit))
     assert scorer.warm_up(120)
     stalls = [(r"\boxed{9^{9^{9}}}", "x^2+1"), (r"\boxed{10^{10^{10}}}", "7")]

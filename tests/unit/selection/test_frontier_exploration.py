@@ -174,6 +174,36 @@ def test_visits_per_window_are_bounded_while_cold_records_remain(k, limit, windo
         assert pool.metrics()["pool/window_max_visits"] <= limit
 
 
+@settings(max_examples=40, deadline=None)
+@given(k=st.integers(1, 10), limit=st.integers(1, 3), window=st.integers(1, 6),
+       boundary=st.sampled_from(["target", "signal", "progress"]), seed=st.integers(0, 9))
+def test_the_bound_holds_after_the_cold_queue_is_empty(k, limit, window, boundary, seed):
+    # At most k * window / limit records are saturated at once, so a pool this large always has k others.
+    n = k * (window // limit + 2)
+    pool = cold_pool(n, seed=seed, boundary=boundary, max_window_visits=limit, metrics_window=window)
+    history = []
+    for step in range(n // k + 3 * window + 5):
+        ids = draw_batch(pool, k, step)
+        pool.feedback({r: (r % 9, 8) for r in ids}, step)  # spread pass rates: the frontier prefers some records
+        pool.reinsert(step, k)
+        assert len(ids) == k and len(set(ids)) == k
+        history.append(ids)
+        recent = [r for batch in history[-window:] for r in batch]
+        assert max(recent.count(r) for r in set(recent)) <= limit
+    assert pool.num_cold == 0
+    if limit < window:  # the bound binds: the frontier's favourites came back and were redrawn
+        assert pool.metrics()["pool/revisit_cap_redraws"] > 0
+
+
+def test_a_pool_too_small_for_the_bound_still_fills_the_batch():
+    pool = cold_pool(12, max_window_visits=1, metrics_window=4)
+    for step in range(6):
+        ids = train(pool, 8, step)
+        assert len(ids) == 8 and len(set(ids)) == 8
+    # 12 records, 8 seats a step: from step 2 on, at most the 4 untrained in the last step are not saturated
+    assert pool.metrics()["pool/window_max_visits"] > 1
+
+
 def test_window_metrics_count_distinct_records_and_visits():
     w = SelectionWindow(steps=2)
     w.add(0, [1, 2])

@@ -25,8 +25,12 @@
   whatever a cold draw is worth, and lost in the simulator where the frontier is thin by nature.
 
 ``max_window_visits`` (any rule; ``None`` = off) bounds re-selection: a frontier pick already trained that many
-times in the last ``metrics_window`` steps goes back to the pool and its seat to a never-measured record, while
-the cold queue has any.
+times in the last ``metrics_window`` steps goes back to the pool and its seat to a never-measured record while the
+cold queue has any, then to the frontier draw's next pick among the records not trained that often; only when every
+scored record is (a pool smaller than a window of batches) does the pick keep its seat. Once the cold queue is
+empty the frontier would otherwise re-draw the same few records near the target every step: on the CPU task
+HeaPA-DAPO (33 prompts a step) emptied it by step 55-60 and then trained 143-179 distinct prompts per 10 steps,
+up to 8 times each, instead of ~350 once each (docs/cpu_learning.md).
 
 Every rule takes cold records only while the cold queue has some, and all of them when the scored records cannot
 fill the batch. What the rule reads (``ColdYield``, ``F_d``, the frontier set, the records trained in the window)
@@ -35,6 +39,8 @@ is measured by the pool for every strategy and checkpointed with it (``verl_ext/
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from verl_ext.pool import QueryPool
 
@@ -65,17 +71,33 @@ def cold_share(pool: QueryPool, k: int) -> float:
     return adaptive_cold_share(pool.frontier_size(), k, cfg.frontier_batches, cfg.cold_fraction)
 
 
-def cap_revisits(pool: QueryPool, picked: list[int]) -> tuple[list[int], list[int]]:
+def cap_revisits(pool: QueryPool, picked: list[int],
+                 redraw: Callable[[int], list[int]]) -> tuple[list[int], list[int], int]:
     """``max_window_visits``: withdrawn frontier picks trained that many times in the window go back to the buckets
-    and their seats to cold records (while there are any). Returns ``(kept picks, cold replacements)``."""
+    and their seats to cold records while there are any, then to ``redraw(n)`` (the frontier draw, run with every
+    saturated record hidden from it). Returns ``(kept and redrawn picks, cold replacements, number redrawn)``.
+    O(picks + window)."""
     limit = pool.config.max_window_visits
-    if limit is None or not pool.num_cold or not picked:
-        return picked, []
+    if limit is None or not picked:
+        return picked, [], 0
     saturated = pool.recently_trained(limit)
-    drop = [rid for rid in picked if rid in saturated][:pool.num_cold]
+    drop = [rid for rid in picked if rid in saturated]
     if not drop:
-        return picked, []
-    pool.restore(drop)
-    pool.draw_progress.forget(drop)
-    dropped = set(drop)
-    return [rid for rid in picked if rid not in dropped], pool.pop_cold(len(drop))
+        return picked, [], 0
+    if len(drop) <= pool.num_cold:  # the cold queue takes every seat: the draw as before redraws existed
+        pool.restore(drop)
+        pool.draw_progress.forget(drop)
+        dropped = set(drop)
+        return [rid for rid in picked if rid not in dropped], pool.pop_cold(len(drop)), 0
+    fresh = pool.pop_cold(pool.num_cold)
+    hidden = sorted(rid for rid in saturated if rid in pool.buckets)
+    pool.withdraw(hidden)
+    redrawn = redraw(len(drop) - len(fresh))
+    pool.restore(hidden)
+    # Seats nothing could take stay with the first saturated picks; the others go back.
+    keep_saturated = len(drop) - len(fresh) - len(redrawn)
+    back = drop[keep_saturated:]
+    pool.restore(back)
+    pool.draw_progress.forget(back)
+    gone = set(back)
+    return [rid for rid in picked if rid not in gone] + redrawn, fresh, len(redrawn)

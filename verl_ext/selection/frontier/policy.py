@@ -2,7 +2,8 @@
 the selection policy left the pool).
 
 Cold records first (the share ``cold_share(k)``: the ``exploration`` rule of ``exploration.py``) while scored
-records can fill the rest (``max_window_visits`` may swap frontier picks for more); then, in ``mixed`` mode, a
+records can fill the rest (``max_window_visits`` may swap frontier picks for more, or for the frontier's next
+picks once the cold queue is empty); then, in ``mixed`` mode, a
 share from the easiest; the rest from the frontier (``boundary``: ``target``, ``median``, ``signal`` or
 ``progress``, see ``draw.py``), with at most ``max_child_fraction`` of the batch augmented. The knobs are the pool's
 (``heapa.pool.*``, ``PoolConfig``): users set them there, and the pool's coverage metrics read the same ones.
@@ -42,11 +43,13 @@ def draw_batch(pool: QueryPool, k: int, step: int) -> list[int]:
     pool.withdraw(extreme)
     rest = need - n_extreme
     picked = _frontier_draw(pool, rest, _child_budget(pool, k, out + extreme)) if rest else []
-    picked, fresh = cap_revisits(pool, picked)
+    picked, fresh, n_redrawn = cap_revisits(
+        pool, picked, lambda n: _frontier_draw(pool, n, _child_budget(pool, k, out + extreme + picked)))
     pool.count("sampled_extreme", n_extreme)
     pool.count("sampled_boundary", len(picked))
     pool.count("sampled_cold", len(fresh))
     pool.count("revisit_cap_swaps", len(fresh))
+    pool.count("revisit_cap_redraws", n_redrawn)
     out.extend(fresh)
     pool.note_cold_share(share, (n_cold + len(fresh)) / k if k else 0.0)
     out.extend(extreme)
