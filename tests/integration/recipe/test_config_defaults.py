@@ -94,12 +94,13 @@ def test_a_moved_key_still_applies_with_a_warning_naming_its_new_home(caplog):
     with caplog.at_level(logging.WARNING):
         settings = _settings("method=heapa_ar3po", "heapa.pool.boundary=signal", "heapa.pool.revisit_penalty=0.05",
                              "heapa.ar3po.success_threshold=0.3")
-    assert (settings.pool.boundary, settings.pool.revisit_penalty) == ("signal", 0.05)  # over the preset's target
+    assert (settings.pool.boundary, settings.pool.revisit_penalty) == ("signal", 0.05)  # over the preset's progress
     assert settings.ar3po.success_threshold == 0.3 and settings.feedback.pass_threshold == 0.5
     for old, new in [("pool.boundary", "selection.kwargs.boundary"), ("pool.revisit_penalty",
                      "selection.kwargs.revisit_penalty"), ("ar3po.success_threshold", "feedback.pass_threshold")]:
         assert f"heapa.{old} is deprecated" in caplog.text and f"set heapa.{new} instead" in caplog.text
-    assert "heapa.pool.boundary='signal' (deprecated) overrides heapa.selection.kwargs.boundary='target'" in caplog.text
+    assert ("heapa.pool.boundary='signal' (deprecated) overrides heapa.selection.kwargs.boundary='progress'"
+            in caplog.text)
     # a moved key applies under any strategy, where it applied before (the pool's frontier metrics)
     assert _settings("method=grpo", "heapa.pool.target_pass_rate=0.4").pool.target_pass_rate == 0.4
 
