@@ -84,19 +84,15 @@ def cap_revisits(pool: QueryPool, picked: list[int],
     drop = [rid for rid in picked if rid in saturated]
     if not drop:
         return picked, [], 0
-    if len(drop) <= pool.num_cold:  # the cold queue takes every seat: the draw as before redraws existed
-        pool.restore(drop)
-        pool.draw_progress.forget(drop)
-        dropped = set(drop)
-        return [rid for rid in picked if rid not in dropped], pool.pop_cold(len(drop)), 0
-    fresh = pool.pop_cold(pool.num_cold)
-    hidden = sorted(rid for rid in saturated if rid in pool.buckets)
-    pool.withdraw(hidden)
-    redrawn = redraw(len(drop) - len(fresh))
-    pool.restore(hidden)
+    fresh = pool.pop_cold(min(len(drop), pool.num_cold))
+    redrawn: list[int] = []
+    if len(drop) > len(fresh):  # the cold queue cannot take every seat: the frontier's next picks take the rest
+        hidden = sorted(rid for rid in saturated if rid in pool.buckets)
+        pool.withdraw(hidden)
+        redrawn = redraw(len(drop) - len(fresh))
+        pool.restore(hidden)
     # Seats nothing could take stay with the first saturated picks; the others go back.
-    keep_saturated = len(drop) - len(fresh) - len(redrawn)
-    back = drop[keep_saturated:]
+    back = drop[len(drop) - len(fresh) - len(redrawn):]
     pool.restore(back)
     pool.draw_progress.forget(back)
     gone = set(back)
