@@ -70,7 +70,8 @@ class PoolConfig:
       records nearest ``target_pass_rate`` as under ``target`` (1 = all by weight).
     - ``progress_min_share``: under ``progress``, the least share of the frontier seats each draw keeps (the
       signal share is this or ``1 -`` this), so both stay measured.
-    - ``progress_decay``: under ``progress``, the weight an arm's older measurements keep per new one.
+    - ``progress_decay``: under ``progress``, the weight an arm's older measurements keep per new one (and the
+      prior's older first measurements per new one).
     - ``progress_min_count``: under ``progress``, the (decayed) re-visits each arm needs before the split may
       leave the target side.
     - ``target_pass_rate``: the pass rate ``target`` aims at (0.5: a group is most likely mixed there).

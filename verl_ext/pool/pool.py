@@ -217,7 +217,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
             self.estimator.update(rec, passes, n, discount ** (step - measured) if discount < 1.0 else 1.0)
             if estimate is None:  # a cold draw's first measurement: what the next one is expected to read
                 self._observe_cold(self.estimator.value(rec))
-            if self._progress.pending:
+            if self.config.boundary == "progress":
                 self._progress.observe(rid, rec.last_pass, passes, n)
             rec.last_pass = passes / n
             rec.visits += 1
