@@ -22,7 +22,7 @@ ENV_DEFAULTS = {
     "TOKENIZERS_PARALLELISM": "false",
     # thread counts that match the cores, verl's INFO chatter and progress refreshes off the console (console.py)
     **console.env_defaults(),
-    # the same float results on every x86 CPU, so a seeded CPU run samples the same responses anywhere (numerics.py)
+    # the pinned kernels, so that seeded CPU runs sample the same responses on other x86 CPUs (numerics.py)
     **PINNED_ENV,
 }
 _registered = False

@@ -8,9 +8,10 @@
 
 Nothing is downloaded: the tokenizer is trained on the task's own text and the model gets a short supervised
 warm start (answers and augmentation rewrites) so its pass rates sit between 0 and 1 — a random model earns
-reward 0 everywhere and GRPO would learn nothing. The build is deterministic on every x86 CPU (it computes with
-the kernels ``numerics.py`` pins, in a child process when the caller's are not) and cached: a second call with the
-same settings returns at once.
+reward 0 everywhere and GRPO would learn nothing. The build is deterministic on one CPU and computes with the
+kernels ``numerics.py`` pins, in a child process when the caller's are not, so that CPUs agree (the ``tiny``
+profile does on the Xeon and EPYC kinds this project ran on; ``learn`` did not, docs/cpu_learning.md). It is
+cached: a second call with the same settings returns at once.
 """
 
 from __future__ import annotations
@@ -258,8 +259,8 @@ def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
             )
     if pinned():  # this process's OpenMP settings are its caller's
         return _build(out, cfg)
-    # this process's torch may already compute with its CPU's own kernels: build in a child started pinned, so the
-    # model is the same on every x86 CPU (numerics.py)
+    # this process's torch may already compute with its CPU's own kernels: build in a child started pinned, so that
+    # CPUs agree on the model (numerics.py)
     env = pinned_env()
     _set_default_spin(env)
     subprocess.run([sys.executable, "-c", _BUILD_IN_CHILD, str(out), json.dumps(asdict(cfg))], env=env, check=True)
