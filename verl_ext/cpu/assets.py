@@ -9,8 +9,8 @@
 Nothing is downloaded: the tokenizer is trained on the task's own text and the model gets a short supervised
 warm start (answers and augmentation rewrites) so its pass rates sit between 0 and 1 — a random model earns
 reward 0 everywhere and GRPO would learn nothing. The build is deterministic on one CPU and computes with the
-kernels ``numerics.py`` pins, in a child process when the caller's are not, so that CPUs agree (the ``tiny``
-profile does on the Xeon and EPYC kinds this project ran on; ``learn`` did not, docs/cpu_learning.md). It is
+kernels ``numerics.py`` pins, in a child process when the caller's are not, so that CPUs agree (they do
+not on every x86 CPU: docs/cpu_backend.md). It is
 cached: a second call with the same settings returns at once.
 """
 

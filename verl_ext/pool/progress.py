@@ -16,7 +16,8 @@ the next time without having lost anything (regression to the mean). Unshrunk, t
 0.5 from a hard pool look as if its records did not move (the simulator's ``mostly_too_hard``: measured +0.02
 against a true +0.06 per re-visit, the signal draw +0.07 against +0.07), and the split gave its seats to the
 draw that teaches less. The shrunk baseline's expectation is the record's pass rate at its previous visit when
-the prior fits, whatever the draw chose by.
+the prior fits and the draw chose by that group alone (the pool's estimate also keeps older groups at a decayed
+weight, so the correction is close, not exact).
 
 An arm's value is ``spread * max(gain, 0)``: signal that moves pass rates. The signal share of the next batch
 is ``1 - min_share`` while the signal arm's value is higher, else ``min_share`` (each arm keeps at least
