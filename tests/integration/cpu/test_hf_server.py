@@ -209,15 +209,21 @@ def test_crn_samples_do_not_depend_on_batching_or_arrival(tiny_assets):
 def test_crn_samples_do_not_depend_on_asking_for_log_probs(tiny_assets):
     """AR3PO's presets ask for log-probs, the others do not: the same seed must sample the same tokens for both."""
     server = HFServer(str(tiny_assets / "model"), response_length=16, max_model_len=96, seed=5, pad_to=64)
-    prompt = _arith_prompts(server, [(12, 7)])[0]
+    prompts = _arith_prompts(server, [(12, 7), (3, 4), (25, 16), (9, 9), (41, 8), (7, 30)])
     with_lp = {"temperature": 1.0, "logprobs": True, "max_tokens": 12}
     without = {"temperature": 1.0, "max_tokens": 12}
     other = HFServer(str(tiny_assets / "model"), response_length=16, max_model_len=96, seed=5, pad_to=64)
-    a = asyncio.run(server.generate("a", prompt_ids=prompt, sampling_params=with_lp))
-    b = asyncio.run(other.generate("b", prompt_ids=prompt, sampling_params=without))
-    assert a.token_ids == b.token_ids
-    hotter = asyncio.run(other.generate("c", prompt_ids=prompt, sampling_params={**without, "temperature": 2.0}))
-    assert hotter.token_ids != a.token_ids  # a setting that changes sampling does change the seed's draw
+    changed = []
+    for i, prompt in enumerate(prompts):
+        a = asyncio.run(server.generate(f"a{i}", prompt_ids=prompt, sampling_params=with_lp))
+        b = asyncio.run(other.generate(f"b{i}", prompt_ids=prompt, sampling_params=without))
+        assert a.token_ids == b.token_ids, i
+        hotter = asyncio.run(other.generate(f"c{i}", prompt_ids=prompt,
+                                            sampling_params={**without, "temperature": 2.0}))
+        changed.append(hotter.token_ids != a.token_ids)
+    # a setting that changes sampling changes the draws: the same Gumbel noise at twice the temperature can still
+    # pick every token of one confident answer (it did on one CPU's model), not of six
+    assert any(changed), changed
 
 
 def test_crn_greedy_equals_a_plain_greedy_decode(tiny_assets):
