@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerate tests/golden/ (the pinned heapa_grpo trace and its checkpoint state files) from a COMMITTED state of
-# the code, never from a working tree someone is editing: `bash scripts/update_golden.sh [COMMIT]` (default HEAD).
+# Regenerate tests/golden/ (this CPU's pinned heapa_grpo trace and the checkpoint state files) from a COMMITTED
+# state of the code, never from a working tree someone is editing: `bash scripts/update_golden.sh [COMMIT]`
+# (default HEAD).
 #
 # It clones this repository at COMMIT into $WORKDIR (default a fresh temp folder), makes that clone's venv
 # (scripts/setup_env.sh), reuses this checkout's tiny assets (.assets, or $VERL_EXT_ASSETS), takes this checkout's
@@ -27,4 +28,11 @@ cp "$REPO/tests/e2e/test_pinned_run.py" "$WORKDIR/tests/e2e/test_pinned_run.py"
    tests/e2e/test_pinned_run.py -k golden)
 rm -rf "$REPO/tests/golden"
 cp -r "$WORKDIR/tests/golden" "$REPO/tests/golden"
+# one trace per CPU kind's tiny build: the others were not rerun here, and are stale after a behaviour change
+for trace in "$REPO"/tests/golden/heapa_grpo_trace*.json; do
+  name="tests/golden/$(basename "$trace")"
+  if git -C "$REPO" show "$COMMIT:$name" 2>/dev/null | cmp -s - "$trace"; then
+    echo "[update_golden] $name is unchanged (another CPU's build, or no change): delete it if behaviour changed" >&2
+  fi
+done
 echo "[update_golden] wrote $REPO/tests/golden from $COMMIT; review 'git diff --stat tests/golden' before committing" >&2

@@ -15,8 +15,16 @@ function of the code and the seed: per step the records fed back, their pass rat
 chosen set of ``pool/``, ``select/``, ``feedback/``, ``augment/``, ``lineage/`` and ``rollout/`` scalars (counts,
 fractions and statistics of pass rates, rounded to 6 digits), plus the grad norm (compared to 1e-3 relative: float
 sums on other cores may differ in the last bits). Timings, queue depths of the asynchronous teacher and memory are
-left out: they follow the machine's load, not the code. The reference is ``tests/golden/heapa_grpo_trace.json``;
-a mismatch names the step, the field and both values.
+left out: they follow the machine's load, not the code. A mismatch names the step, the field and both values.
+
+**One reference per CPU kind.** The run starts from the ``tiny`` assets this machine builds, and the pinned kernels
+(``verl_ext/cpu/numerics.py``) do not make that build the same on every x86 CPU: an Intel Xeon and an AMD EPYC of
+family 25, model 17 build different models (greedy validation 0.455 and 0.505), so the same code traces differently
+on them from step 1. Each ``tests/golden/heapa_grpo_trace*.json`` records the build it was made from (``build``: the
+fields it must match, and the CPU that made it, which is not compared); the test compares the run with the trace of
+this machine's build. The Xeon's trace predates the weights digest and is matched by its greedy accuracy alone. A
+build no trace was made from (another CPU kind) skips the comparison and names the build: record its trace on such
+a machine (below); the determinism check further down still runs there.
 
 ``test_golden_checkpoint_loads`` loads the pool/sampler/recipe state files that the golden commit's code wrote at
 its last step (``tests/golden/heapa_grpo_ckpt/``, a few KB, no model weights) with today's code, configured by
@@ -24,9 +32,11 @@ the same overrides, and checks that nothing is lost and the next batch is the go
 keep loading. It needs no Ray (about 20 s) and is not marked e2e, so ``-m "not e2e"`` runs it.
 
 Regenerating: ``VERL_EXT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/e2e/test_pinned_run.py -k golden``
-rewrites both (``scripts/update_golden.sh`` does it from a clean clone of a given commit). That is legitimate only
-for an intended change of behaviour (selection, feedback, augmentation, rollout sampling, the tiny assets), and the
-commit that carries the new file says which change and why. A refactor never regenerates it.
+rewrites this build's trace and the checkpoint files, or writes a new trace file alone for a build without one
+(``scripts/update_golden.sh`` does it from a clean clone of a given commit). That is legitimate only for an intended
+change of behaviour (selection, feedback, augmentation, rollout sampling, the tiny assets), and the commit that
+carries the new file says which change and why; it deletes the traces of the CPU kinds it could not rerun, which
+then skip until a session on such a CPU records them again. A refactor never regenerates them.
 
 **Determinism.** Every run is held to the golden trace at every step, so a run that differs from itself differs
 from the golden. The fallback run below (the same command restarted from step 2's checkpoint) must also train step
@@ -46,11 +56,13 @@ log, and the metrics history stays one history.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
 import os
 import pickle
+import platform
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +73,7 @@ from omegaconf import OmegaConf
 from recipe.heapa.ops.checkpoint_manifest import choose_resume
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
-GOLDEN = GOLDEN_DIR / "heapa_grpo_trace.json"
+GOLDEN_TRACES = "heapa_grpo_trace*.json"
 GOLDEN_CKPT = GOLDEN_DIR / "heapa_grpo_ckpt"
 UPDATE = os.environ.get("VERL_EXT_UPDATE_GOLDEN") == "1"
 STEPS = 3
@@ -109,6 +121,40 @@ def pinned_run(tiny_assets, repo_root, e2e_runner, tmp_path_factory) -> PinnedRu
     out = tmp_path_factory.mktemp("pinned") / "run"
     metrics, trace = e2e_runner.run_recipe(repo_root, out, pinned_overrides(e2e_runner, tiny_assets, out))
     return PinnedRun(out, metrics, trace)
+
+
+def build_fingerprint(assets: Path) -> dict:
+    """What identifies the ``tiny`` build a run starts from: its greedy validation accuracy and its weights' digest."""
+    manifest = json.loads((assets / "manifest.json").read_text())
+    digest = hashlib.sha256()
+    for weights in sorted((assets / "model").glob("*.safetensors")):
+        digest.update(weights.read_bytes())
+    return {"greedy_val_accuracy": manifest["greedy_val_accuracy"]["overall"],
+            "weights_sha256": digest.hexdigest()[:16]}
+
+
+def cpu_name() -> str:
+    """This machine's CPU, as the trace files record it: vendor, family, model and the model name."""
+    fields = {}
+    cpuinfo = Path("/proc/cpuinfo")
+    for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else []):
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+        if not line.strip():
+            break
+    if not fields:
+        return platform.machine()
+    return (f"{fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} model {fields.get('model', '?')} "
+            f"({fields.get('model name', '?')})")
+
+
+def golden_for(build: dict) -> Path | None:
+    """The trace file made from ``build`` (every field it recorded in ``build.match`` equal), or None."""
+    for path in sorted(GOLDEN_DIR.glob(GOLDEN_TRACES)):
+        match = json.loads(path.read_text()).get("build", {}).get("match", {})
+        if match and all(build.get(key) == value for key, value in match.items()):
+            return path
+    return None
 
 
 def _round(value):
@@ -184,7 +230,8 @@ def _find_sampler_state(obj):
 
 def _dump(golden: dict) -> str:
     """JSON with one line per step field: small, and a regenerated file diffs by step and field."""
-    lines = ['{"method": %s, "steps": {' % json.dumps(golden["method"])]
+    lines = ['{"method": %s, "build": %s, "steps": {' % (json.dumps(golden["method"]),
+                                                          json.dumps(golden["build"], sort_keys=True))]
     for n, (step, fields) in enumerate(golden["steps"].items()):
         lines.append(f' "{step}": {{')
         lines += [f'  "{k}": {json.dumps(v, sort_keys=True)}' + ("," if i < len(fields) - 1 else "")
@@ -195,18 +242,27 @@ def _dump(golden: dict) -> str:
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_short_heapa_grpo_run_matches_the_golden_trace(pinned_run):
+def test_short_heapa_grpo_run_matches_the_golden_trace(pinned_run, tiny_assets):
     metrics, trace, out = pinned_run.metrics, pinned_run.trace, pinned_run.out
     assert sorted(trace) == list(range(1, STEPS + 1)), sorted(trace)
     got = reduce_run(metrics, trace, out / "ckpt")
+    build = build_fingerprint(tiny_assets)
+    path = golden_for(build)
     if UPDATE:
         GOLDEN_DIR.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(_dump(got))
-        _save_golden_checkpoint(out / "ckpt" / f"global_step_{STEPS}")
-        pytest.skip(f"VERL_EXT_UPDATE_GOLDEN=1: wrote {GOLDEN} and {GOLDEN_CKPT}")
-    golden = json.loads(GOLDEN.read_text())
-    differences = diff_runs(golden, got)
-    assert not differences, (f"{len(differences)} difference(s) from {GOLDEN.name} (regenerate only for an intended "
+        # a new CPU kind's trace leaves the checkpoint files alone: they test loading, which no CPU changes
+        rewrite = path is not None or not GOLDEN_CKPT.exists()
+        path = path or GOLDEN_DIR / f"heapa_grpo_trace.{build['weights_sha256']}.json"
+        recorded = json.loads(path.read_text())["build"]["match"] if path.exists() else build
+        path.write_text(_dump({**got, "build": {"made_on": cpu_name(), "match": recorded}}))
+        if rewrite:
+            _save_golden_checkpoint(out / "ckpt" / f"global_step_{STEPS}")
+        pytest.skip(f"VERL_EXT_UPDATE_GOLDEN=1: wrote {path}" + (f" and {GOLDEN_CKPT}" if rewrite else ""))
+    if path is None:
+        pytest.skip(f"no golden trace was made from the tiny build this CPU makes ({build}, {cpu_name()}): record "
+                    "one with VERL_EXT_UPDATE_GOLDEN=1 (this module's docstring)")
+    differences = diff_runs(json.loads(path.read_text()), got)
+    assert not differences, (f"{len(differences)} difference(s) from {path.name} (regenerate only for an intended "
                              "behaviour change, see this module's docstring):\n" + "\n".join(differences[:40]))
 
 
@@ -255,6 +311,19 @@ def _load_golden_checkpoint(e2e_runner, tiny_assets: Path):
     cost = RolloutCost()
     cost.load_state_dict(state["rollout_cost"])
     return dataset, sampler, lineage, augment_counters, cost, state
+
+
+def test_each_golden_trace_names_one_build():
+    """Every trace file says which build it was made from, and no build matches two of them (the test would pick
+    one arbitrarily); the Xeon's trace is matched by its greedy accuracy, which no other build recorded shares."""
+    traces = sorted(GOLDEN_DIR.glob(GOLDEN_TRACES))
+    assert len(traces) >= 2, traces
+    builds = [json.loads(path.read_text())["build"] for path in traces]
+    assert all(build["match"] and build["made_on"] for build in builds), builds
+    for path, build in zip(traces, builds):
+        full = {"greedy_val_accuracy": None, "weights_sha256": None, **build["match"]}
+        assert golden_for(full) == path, (path, build)
+        assert [golden_for({**full, key: "other"}) for key in build["match"]] == [None] * len(build["match"]), path
 
 
 def test_golden_checkpoint_loads(tiny_assets, e2e_runner):

@@ -11,6 +11,10 @@ Pinned here: MKL's ``COMPATIBLE`` branch (the one branch MKL reproduces on Intel
 ATen's AVX2 kernels (every x86 CPU of the last decade has AVX2 and FMA, and IEEE arithmetic is exact per
 instruction). Thread counts are pinned by the callers, because reductions split work by thread. Measured on the
 tiny model (30 steps of forward, backward and AdamW, 2 threads): 0.55 s unpinned, 1.1 s pinned.
+
+Not enough on every x86 CPU: an AMD EPYC of family 25, model 17 builds another ``tiny`` model pinned than the Intel
+Xeon did (greedy 0.505 against 0.455), deterministically on each; which kernel differs is not found
+(``docs/cpu_backend.md``), and the golden trace is kept per build.
 """
 
 from __future__ import annotations
