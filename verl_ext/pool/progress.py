@@ -51,11 +51,13 @@ class DrawProgress:
             raise ValueError(f"DrawProgress min_share must lie in [0, 0.5], got {min_share!r}")
         self.decay, self.min_share, self.min_count = decay, min_share, min_count
         self.pending: dict[int, int] = {}  # record id -> arm that drew it, until its feedback
-        self.spread_sum = [0.0, 0.0]
-        self.spread_weight = [0.0, 0.0]
-        self.progress_sum = [0.0, 0.0]
-        self.progress_weight = [0.0, 0.0]
         self.share = min_share  # the signal share chosen last
+        self._reset_sums()
+
+    def _reset_sums(self) -> None:
+        """The arms' decayed sums and the prior's moments, empty."""
+        self.spread_sum, self.spread_weight = [0.0, 0.0], [0.0, 0.0]
+        self.progress_sum, self.progress_weight = [0.0, 0.0], [0.0, 0.0]
         self.first = [0.0, 0.0, 0.0]  # first measurements: decayed weight, sum of q, sum of q^2 (the prior)
 
     def note(self, ids: list[int], arm: int) -> None:
@@ -159,9 +161,7 @@ class DrawProgress:
         if "first" not in state:
             # written when the gain was a logit difference, unshrunk: those sums do not mean the same thing, so
             # the measurement starts afresh (the share chosen last and the pending draws carry over)
-            self.spread_sum, self.spread_weight = [0.0, 0.0], [0.0, 0.0]
-            self.progress_sum, self.progress_weight = [0.0, 0.0], [0.0, 0.0]
-            self.first = [0.0, 0.0, 0.0]
+            self._reset_sums()
             return
         self.first = [float(v) for v in state["first"]]
         if len(self.first) != 3:
