@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="auto",
                    help="accuracy (0-1) for 'rollouts to target'; 'auto' = the lowest method-mean final accuracy; "
                         "'none' to leave the column out")
+    p.add_argument("--target-window", type=int, default=1,
+                   help="read 'rollouts to target' on the mean of this many consecutive validations (1: the first "
+                        "validation at or above the target; one validation's noise picks the luckiest crossing)")
     p.add_argument("--val-source", default=None, help="one data source's val accuracy (default: mean over all)")
     p.add_argument("--rollouts-per-step", type=float, default=None,
                    help="for runs without feedback/* metrics (plain verl): train_batch_size x rollout.n")
@@ -122,19 +125,22 @@ def main(argv: list[str] | None = None) -> int:
                  for r in runs]
     budgets = parse_floats(args.budgets, "--budgets") or [default_budget(summaries)]
     target = resolve_target(args.target, summaries)
+    if args.target_window < 1:
+        raise SystemExit(f"--target-window {args.target_window}: expected a count of validations, at least 1")
     for s in summaries:
-        s.evaluate_at(budgets, target, args.tail_from)
+        s.evaluate_at(budgets, target, args.tail_from, args.target_window)
     stats = {m: method_stats(group, budgets) for m, group in group_by_method(summaries).items()}
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown(stats, budgets, target, args.tail_from)
+    table = markdown(stats, budgets, target, args.tail_from, args.target_window)
     baseline = resolve_baseline(args.baseline, stats)
     rows = against_baseline(summaries, baseline, budgets) if baseline else []
     if rows:
         table += "\n" + markdown_against_baseline(rows, budgets)
     table += diagnostics_table(runs)
     (out / "table.md").write_text(table, encoding="utf-8")
-    summary = {"budgets": budgets, "target": target, "tail_from": args.tail_from,
+    summary = {"budgets": budgets, "target": target, "target_window": args.target_window,
+               "tail_from": args.tail_from,
                "val_source": args.val_source or "mean over data sources",
                "methods": stats, "runs": [s.as_dict() for s in summaries],
                "sources": {r.name: r.source for r in runs},

@@ -3,7 +3,8 @@
 Per run: validation accuracy before training (the first validation, normally step 0), at the end (the last
 validation), at each rollout budget (linear interpolation between the validations on either side, so runs that
 validated at different rollout counts are compared at the same count; a budget past a run's last validation is
-missing), the rollouts of its first validation at or above the target accuracy, the mean zero-signal share
+missing), the rollouts of its first validation at or above the target accuracy (or of the first mean of
+``target_window`` consecutive validations at or above it), the mean zero-signal share
 over its training steps and, with ``tail_from``, the mean of its validations at or after that rollout count
 (one validation of 512 problems at T=1 carries ~1.5-1.9 points of sampling noise; the mean of several is a
 steadier reading of where a run levels off). Per method: the mean, the sample standard deviation (n-1; 0 for one
@@ -42,12 +43,12 @@ class RunSummary:
     val_tail_count: int = 0
 
     def evaluate_at(self, budgets: Sequence[float], target: float | None,
-                    tail_from: float | None = None) -> "RunSummary":
-        """Fill the accuracy at each rollout budget, the rollouts to ``target`` and the tail mean from the
-        validation points."""
+                    tail_from: float | None = None, target_window: int = 1) -> "RunSummary":
+        """Fill the accuracy at each rollout budget, the rollouts to ``target`` (read on the mean of
+        ``target_window`` consecutive validations) and the tail mean from the validation points."""
         curve = [(r, acc) for _, r, acc in self.val_points]
         self.val_at_budget = {float(b): interpolate(curve, float(b)) for b in budgets}
-        self.rollouts_to_target = None if target is None else first_reaching(curve, target)
+        self.rollouts_to_target = None if target is None else first_reaching(curve, target, target_window)
         tail = [acc for r, acc in curve if tail_from is not None and r >= tail_from]
         self.val_tail, self.val_tail_count = (sum(tail) / len(tail) if tail else None), len(tail)
         return self
@@ -139,13 +140,15 @@ def _count(s: dict, of: int) -> str:
 
 
 def markdown(stats: dict[str, dict], budgets: Sequence[float], target: float | None,
-             tail_from: float | None = None) -> str:
+             tail_from: float | None = None, target_window: int = 1) -> str:
     """One row per method: val accuracy (%) at each budget, final, the tail mean (with ``tail_from``), gain,
     rollouts to target, zero-signal share."""
     tail_head = [f"mean val acc from {tail_from:,.0f}"] if tail_from is not None else []
+    to_target = "rollouts to target" if target is None else f"rollouts to {100 * target:.1f}%" + (
+        f" (mean of {target_window} validations)" if target_window > 1 else "")
     header = ["method", "seeds"] + [f"val acc @ {int(b):,} rollouts" for b in budgets] + [
         "final val acc"] + tail_head + [
-        "gain", f"rollouts to {100 * target:.1f}%" if target is not None else "rollouts to target",
+        "gain", to_target,
         "zero-signal share", "rollouts (total)"]
     rows = []
     for method, s in stats.items():

@@ -67,6 +67,23 @@ def test_auto_target_budgets_and_estimated_flag(tmp_path, make_run_dir):
     assert not (out / "val_vs_step.png").exists()
 
 
+def test_target_window_reads_the_crossing_on_a_mean_of_validations(tmp_path, make_run_dir):
+    """--target-window 2: a run reaches the target where the mean of two consecutive validations does; the column
+    says so; 0 is refused."""
+    a = make_run_dir("grpo_s0", grpo=True, val_shift=0.01)
+    out1, out2 = tmp_path / "w1", tmp_path / "w2"
+    assert main([str(a), "--out", str(out1), "--target", "0.36", "--no-plots"]) == 0
+    assert main([str(a), "--out", str(out2), "--target", "0.36", "--target-window", "2", "--no-plots"]) == 0
+    one, two = (json.loads((o / "summary.json").read_text()) for o in (out1, out2))
+    points = one["runs"][0]["val_points"]
+    expected = next(r for i, (_, r, _) in enumerate(points[1:], 1)
+                    if (points[i - 1][2] + points[i][2]) / 2 >= 0.36)
+    assert two["runs"][0]["rollouts_to_target"] == expected > one["runs"][0]["rollouts_to_target"]
+    assert two["target_window"] == 2 and "(mean of 2 validations)" in (out2 / "table.md").read_text()
+    with pytest.raises(SystemExit, match="--target-window"):
+        main([str(a), "--out", str(tmp_path / "o"), "--target-window", "0", "--no-plots"])
+
+
 def test_bad_arguments(tmp_path, make_run_dir):
     a = make_run_dir("grpo_s0")
     with pytest.raises(SystemExit, match="unique"):

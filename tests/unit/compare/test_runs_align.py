@@ -7,6 +7,8 @@ import os
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from verl_ext.compare.align import (AlignError, first_reaching, interpolate, rollout_axis, step_rollouts, val_keys,
                                     val_series, zero_signal_series)
@@ -120,6 +122,29 @@ def test_interpolation_and_first_reaching():
     assert interpolate(pts, 50) == pytest.approx(0.3) and interpolate(pts, 300) == 0.5
     assert interpolate(pts, 301) is None and interpolate([], 1) is None
     assert first_reaching(pts, 0.4) == 100.0 and first_reaching(pts, 0.6) is None
+
+
+def test_first_reaching_on_a_window_of_validations():
+    """One lucky validation crosses on its own, not in a mean of two; a level the run holds crosses in both."""
+    pts = [(0.0, 0.30), (100.0, 0.38), (200.0, 0.33), (300.0, 0.36), (400.0, 0.37)]
+    assert first_reaching(pts, 0.36) == 100.0  # the one lucky validation
+    assert first_reaching(pts, 0.36, window=2) == 400.0  # means 0.34, 0.355, 0.345, 0.365
+    assert first_reaching(pts, 0.35, window=3) == 300.0  # means 0.3367, 0.3567
+    assert first_reaching(pts, 0.36, window=3) is None and first_reaching(pts[:1], 0.2, window=2) is None
+    with pytest.raises(ValueError, match="window"):
+        first_reaching(pts, 0.36, window=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12), st.floats(0.0, 1.0), st.integers(1, 4))
+def test_a_window_never_crosses_before_its_last_validation_reaches_the_mean(ys, target, window):
+    """The crossing is the last point of the first window whose mean reaches the target: never earlier than the
+    window's end, and with window 1 the first single validation."""
+    pts = [(float(100 * i), y) for i, y in enumerate(ys)]
+    got = first_reaching(pts, target, window)
+    means = [(pts[i][0], sum(ys[i - window + 1: i + 1]) / window) for i in range(window - 1, len(ys))]
+    assert got == next((x for x, m in means if m >= target), None)
+    assert got is None or got >= pts[window - 1][0]
 
 
 def test_zero_signal_share(tmp_path, make_run_dir):
