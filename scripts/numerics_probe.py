@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from verl_ext.cpu.assets import BUILD_SPIN, BUILD_THREADS, PROFILES, build_model, train_tokenizer, warm_start
-from verl_ext.cpu.numerics import pinned, pinned_env
+from verl_ext.cpu.assets import (BUILD_THREADS, PROFILES, build_model, set_default_spin, train_tokenizer,
+                                 warm_start)
+from verl_ext.cpu.numerics import cpu_name, pinned, pinned_env
 
 WARM_STEPS = (1, 10, 100, 500)  # of the build's 2,500
 
@@ -53,30 +53,14 @@ def stages(warm_steps: tuple[int, ...] = WARM_STEPS) -> list[tuple[str, str]]:
     out.loss.backward()
     rows.append(("one backward (gradients)", _digest(p.grad for p in model.parameters())))
     fresh = build_model(cfg, tokenizer)
-    real_step = torch.optim.AdamW.step
-    taken = [0]
 
-    def step(self, *args, **kwargs):  # the build's own schedule, read at a few of its steps
-        result = real_step(self, *args, **kwargs)
-        taken[0] += 1
-        if taken[0] in warm_steps:
-            rows.append((f"warm start, step {taken[0]} of {cfg.warm_steps}", _digest(fresh.parameters())))
-            if taken[0] == max(warm_steps):
-                raise _Enough
-        return result
+    def probe(step: int) -> bool:  # the build's own schedule, read at a few of its steps
+        if step in warm_steps:
+            rows.append((f"warm start, step {step} of {cfg.warm_steps}", _digest(fresh.parameters())))
+        return step >= max(warm_steps)
 
-    torch.optim.AdamW.step = step
-    try:
-        warm_start(cfg, fresh, tokenizer)
-    except _Enough:
-        pass
-    finally:
-        torch.optim.AdamW.step = real_step
+    warm_start(cfg, fresh, tokenizer, on_step=probe)
     return rows
-
-
-class _Enough(Exception):
-    """The last probed warm-start step is reached."""
 
 
 def main() -> int:
@@ -88,17 +72,11 @@ def main() -> int:
         parser.error(f"--steps must name steps from 1 up, got {steps}")
     if not pinned():
         env = pinned_env()
-        env.setdefault("GOMP_SPINCOUNT", BUILD_SPIN["GOMP_SPINCOUNT"])
+        set_default_spin(env)
         return subprocess.run([sys.executable, *sys.argv], env=env, check=False).returncode
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    info = Path("/proc/cpuinfo")
-    if info.exists():
-        fields = {key.strip(): value for key, _, value in (line.partition(":") for line in
-                  info.read_text().split("\n\n")[0].splitlines())}
-        cpu = " ".join(fields.get(k, "?").strip() for k in ("vendor_id", "cpu family", "model", "model name"))
-    sys.stdout.write(f"CPU: {cpu}; torch {torch.__version__}; ATen {torch.backends.cpu.get_cpu_capability()}; "
+    sys.stdout.write(f"CPU: {cpu_name()}; torch {torch.__version__}; ATen {torch.backends.cpu.get_cpu_capability()}; "
                      f"MKL_CBWR={os.environ.get('MKL_CBWR')}\n\n| stage | digest |\n|---|---|\n")
     for name, digest in stages(steps):
         sys.stdout.write(f"| {name} | `{digest}` |\n")

@@ -62,7 +62,6 @@ import logging
 import math
 import os
 import pickle
-import platform
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +70,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from recipe.heapa.ops.checkpoint_manifest import choose_resume
+from verl_ext.cpu.numerics import cpu_name
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 GOLDEN_TRACES = "heapa_grpo_trace*.json"
@@ -131,21 +131,6 @@ def build_fingerprint(assets: Path) -> dict:
         digest.update(weights.read_bytes())
     return {"greedy_val_accuracy": manifest["greedy_val_accuracy"]["overall"],
             "weights_sha256": digest.hexdigest()[:16]}
-
-
-def cpu_name() -> str:
-    """This machine's CPU, as the trace files record it: vendor, family, model and the model name."""
-    fields = {}
-    cpuinfo = Path("/proc/cpuinfo")
-    for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else []):
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-        if not line.strip():
-            break
-    if not fields:
-        return platform.machine()
-    return (f"{fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} model {fields.get('model', '?')} "
-            f"({fields.get('model name', '?')})")
 
 
 def golden_for(build: dict) -> Path | None:

@@ -9,9 +9,8 @@
 Nothing is downloaded: the tokenizer is trained on the task's own text and the model gets a short supervised
 warm start (answers and augmentation rewrites) so its pass rates sit between 0 and 1 — a random model earns
 reward 0 everywhere and GRPO would learn nothing. The build is deterministic on one CPU and computes with the
-kernels ``numerics.py`` pins, in a child process when the caller's are not, so that CPUs agree (they do
-not on every x86 CPU: docs/cpu_backend.md). It is
-cached: a second call with the same settings returns at once.
+kernels ``numerics.py`` pins, in a child process when the caller's are not, so that CPUs agree (they do not on
+every x86 CPU: docs/cpu_backend.md). It is cached: a second call with the same settings returns at once.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -166,8 +166,10 @@ def _answer_example(rng: random.Random, boxed_share: float) -> tuple[list[dict],
     return [{"role": "user", "content": text}], str(ans) if unboxed else arithmetic.format_response(ans)
 
 
-def warm_start(cfg: AssetConfig, model, tokenizer) -> dict:
-    """Short supervised fit on answers (loss on the answer only) plus augmentation rewrites."""
+def warm_start(cfg: AssetConfig, model, tokenizer, on_step: Callable[[int], bool] | None = None) -> dict:
+    """Short supervised fit on answers (loss on the answer only) plus augmentation rewrites. ``on_step(n)`` is
+    called after the n-th optimizer step; a true return ends the fit there (``scripts/numerics_probe.py`` reads
+    the build's own schedule that way)."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -201,6 +203,8 @@ def warm_start(cfg: AssetConfig, model, tokenizer) -> dict:
         losses.append(loss.item())
         if step % 100 == 0:
             logger.info("warm start step %d/%d loss %.3f", step, cfg.warm_steps, losses[-1])
+        if on_step is not None and on_step(step + 1):
+            break
     model.eval()
     return {"first_loss": losses[0], "last_loss": sum(losses[-20:]) / min(20, len(losses))}
 
@@ -262,7 +266,7 @@ def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
     # this process's torch may already compute with its CPU's own kernels: build in a child started pinned, so that
     # CPUs agree on the model (numerics.py)
     env = pinned_env()
-    _set_default_spin(env)
+    set_default_spin(env)
     subprocess.run([sys.executable, "-c", _BUILD_IN_CHILD, str(out), json.dumps(asdict(cfg))], env=env, check=True)
     return out
 
@@ -274,7 +278,7 @@ def _build_locked(out: Path, cfg: AssetConfig, force: bool) -> Path:
 BUILD_SPIN = {"GOMP_SPINCOUNT": "1000"}
 
 
-def _set_default_spin(env) -> None:
+def set_default_spin(env) -> None:
     """The build's spin count unless the caller chose how OpenMP waits."""
     if "GOMP_SPINCOUNT" not in env and "OMP_WAIT_POLICY" not in env:
         env.update(BUILD_SPIN)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Mapping
+from pathlib import Path
 
 # x86 only: elsewhere torch has no MKL and names other capabilities, and nothing here is pinned.
 X86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -38,3 +39,15 @@ def pinned(env: Mapping[str, str] | None = None) -> bool:
 def pinned_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """``env`` (default: this process's) with the pinned settings, for a child process."""
     return {**(os.environ if env is None else env), **PINNED_ENV}
+
+
+def cpu_name() -> str:
+    """This machine's CPU as the pinned results depend on it: vendor, family, model and model name (Linux's
+    ``/proc/cpuinfo``; elsewhere the architecture alone)."""
+    info = Path("/proc/cpuinfo")
+    if not info.exists():
+        return platform.machine()
+    first = info.read_text().split("\n\n")[0]  # the first processor's block
+    fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
+    return (f"{fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} model {fields.get('model', '?')} "
+            f"({fields.get('model name', '?')})")

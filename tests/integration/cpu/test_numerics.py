@@ -3,13 +3,15 @@ child limited to AVX2 computes bit for bit what one free to use this CPU's wides
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from verl_ext.cpu import ENV_DEFAULTS
-from verl_ext.cpu.numerics import PINNED_ENV, X86, pinned, pinned_env
+from verl_ext.cpu.numerics import PINNED_ENV, X86, cpu_name, pinned, pinned_env
 
 # a small MLP trained a few steps: matrix products (MKL), elementwise kernels and reductions (ATen)
 PROGRAM = """
@@ -46,3 +48,13 @@ def test_the_cpu_platform_starts_its_processes_pinned():
     assert all(ENV_DEFAULTS[key] == value for key, value in PINNED_ENV.items())
     assert pinned(PINNED_ENV) and (not X86 or not pinned({"MKL_CBWR": "COMPATIBLE"}))
     assert pinned(pinned_env({"PATH": "/bin"}))
+
+
+def test_cpu_name_reads_the_first_processor():
+    info = Path("/proc/cpuinfo")
+    if not info.exists():
+        assert cpu_name() == platform.machine()
+        return
+    block = info.read_text().split("\n\n")[0]
+    vendor = next(line.partition(":")[2].strip() for line in block.splitlines() if line.startswith("vendor_id"))
+    assert cpu_name().startswith(f"{vendor} family ") and " model " in cpu_name()
