@@ -22,7 +22,8 @@ from verl_ext.compare import runs as runs_mod
 from verl_ext.compare.diagnostics import table as diagnostics_table
 from verl_ext.compare.intervals import (RESOLVE_POINTS, against_baseline, decisive, markdown_against_baseline,
                                         reading)
-from verl_ext.compare.summary import (default_budget, group_by_method, markdown, method_stats, summarize_run)
+from verl_ext.compare.summary import (default_budget, group_by_method, markdown, method_stats, summarize_run,
+                                      tail_label)
 
 logger = logging.getLogger("verl_ext.compare")
 
@@ -34,6 +35,13 @@ def parse_floats(text: str | None, what: str) -> list[float]:
         return [float(x.replace("_", "")) for x in text.split(",") if x.strip()]
     except ValueError as err:
         raise SystemExit(f"{what} {text!r}: expected comma-separated numbers") from err
+
+
+def parse_steps(text: str | None) -> list[int]:
+    steps = parse_floats(text, "--at-steps")
+    if any(st < 0 or st != int(st) for st in steps):
+        raise SystemExit(f"--at-steps {text!r}: expected whole training steps >= 0")
+    return [int(st) for st in steps]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,9 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default="auto",
                    help="method every other is compared with, paired by seed with bootstrap intervals "
                         "('auto' = grpo when present; 'none' to leave it out)")
-    p.add_argument("--tail-from", type=float, default=None,
-                   help="also report the mean of each run's validations at or after this rollout count, and its "
-                        "paired difference (a steadier end point than one validation)")
+    tail = p.add_mutually_exclusive_group()
+    tail.add_argument("--tail-from", type=float, default=None,
+                      help="also report the mean of each run's validations at or after this rollout count, and its "
+                           "paired difference (a steadier end point than one validation)")
+    tail.add_argument("--tail-from-step", type=int, default=None,
+                      help="the same late mean read by training step: each run's validations at or after this step "
+                           "(e.g. 40 for steps 40-80 of an 80-step run)")
+    p.add_argument("--at-steps", default=None,
+                   help="training steps (comma-separated) to also report each run's validation at, and its paired "
+                        "difference; a run that did not validate at a step is left out there")
     p.add_argument("--max-step", type=int, default=None,
                    help="read every run only up to this training step, as if it had stopped there (the first 40 "
                         "steps of an 80-step run sit in a 40-step table)")
@@ -100,6 +115,7 @@ def interval_row_dict(row: dict) -> dict:
     return {"method": row["method"], "baseline": row["baseline"], "final": iv(row["final"]),
             "at_budget": {str(int(b)): iv(x) for b, x in row["at_budget"].items()},
             "rollouts_to_target_log_ratio": iv(row["rollouts_to_target"]), "reading": reading(row),
+            "at_step": {str(st): iv(x) for st, x in row.get("at_step", {}).items()},
             "seeds_for_one_point": decisive(row).seeds_needed(RESOLVE_POINTS / 100.0),
             **({"tail": iv(row["tail"])} if "tail" in row else {})}
 
@@ -124,23 +140,27 @@ def main(argv: list[str] | None = None) -> int:
     summaries = [summarize_run(r, data_source=args.val_source, rollouts_per_step=args.rollouts_per_step)
                  for r in runs]
     budgets = parse_floats(args.budgets, "--budgets") or [default_budget(summaries)]
+    at_steps = parse_steps(args.at_steps)
+    if args.tail_from_step is not None and args.tail_from_step < 0:
+        raise SystemExit(f"--tail-from-step {args.tail_from_step}: expected a step >= 0")
     target = resolve_target(args.target, summaries)
     if args.target_window < 1:
         raise SystemExit(f"--target-window {args.target_window}: expected a count of validations, at least 1")
     for s in summaries:
-        s.evaluate_at(budgets, target, args.tail_from, args.target_window)
-    stats = {m: method_stats(group, budgets) for m, group in group_by_method(summaries).items()}
+        s.evaluate_at(budgets, target, args.tail_from, args.target_window, args.tail_from_step, at_steps)
+    stats = {m: method_stats(group, budgets, at_steps) for m, group in group_by_method(summaries).items()}
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown(stats, budgets, target, args.tail_from, args.target_window)
+    table = markdown(stats, budgets, target, tail_label(args.tail_from, args.tail_from_step), args.target_window,
+                     at_steps)
     baseline = resolve_baseline(args.baseline, stats)
-    rows = against_baseline(summaries, baseline, budgets) if baseline else []
+    rows = against_baseline(summaries, baseline, budgets, at_steps=at_steps) if baseline else []
     if rows:
-        table += "\n" + markdown_against_baseline(rows, budgets)
+        table += "\n" + markdown_against_baseline(rows, budgets, at_steps)
     table += diagnostics_table(runs)
     (out / "table.md").write_text(table, encoding="utf-8")
     summary = {"budgets": budgets, "target": target, "target_window": args.target_window,
-               "tail_from": args.tail_from,
+               "tail_from": args.tail_from, "tail_from_step": args.tail_from_step, "at_steps": at_steps,
                "val_source": args.val_source or "mean over data sources",
                "methods": stats, "runs": [s.as_dict() for s in summaries],
                "sources": {r.name: r.source for r in runs},

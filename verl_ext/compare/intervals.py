@@ -105,19 +105,23 @@ def _by_seed(summaries, method: str, value) -> dict[str, float | None]:
 
 
 def against_baseline(summaries: Sequence, baseline: str, budgets: Sequence[float],
-                     resamples: int = DEFAULT_RESAMPLES) -> list[dict]:
-    """One row per other method: paired intervals of the accuracy difference at each budget and at the end, and of
-    the rollouts-to-target ratio (``RunSummary``s with ``method``, ``seed``, ``val_at_budget``, ``val_final``,
-    ``rollouts_to_target``)."""
+                     resamples: int = DEFAULT_RESAMPLES, at_steps: Sequence[int] = ()) -> list[dict]:
+    """One row per other method: paired intervals of the accuracy difference at each budget, at each of
+    ``at_steps`` and at the end, and of the rollouts-to-target ratio (``RunSummary``s with ``method``, ``seed``,
+    ``val_at_budget``, ``val_at_step``, ``val_final``, ``rollouts_to_target``)."""
     methods = sorted({s.method for s in summaries} - {baseline})
     if baseline not in {s.method for s in summaries}:
         raise ValueError(f"baseline {baseline!r} is not among the runs' methods {sorted({s.method for s in summaries})}")
     rows = []
     for method in methods:
-        row = {"method": method, "baseline": baseline, "at_budget": {}}
+        row = {"method": method, "baseline": baseline, "at_budget": {}, "at_step": {}}
         for b in budgets:
             get = lambda s, b=float(b): s.val_at_budget.get(b)  # noqa: E731 - one line per metric
             row["at_budget"][float(b)] = paired_bootstrap(
+                paired(_by_seed(summaries, method, get), _by_seed(summaries, baseline, get)), resamples)
+        for st in at_steps:
+            get = lambda s, st=int(st): s.val_at_step.get(st)  # noqa: E731
+            row["at_step"][int(st)] = paired_bootstrap(
                 paired(_by_seed(summaries, method, get), _by_seed(summaries, baseline, get)), resamples)
         final = lambda s: s.val_final  # noqa: E731
         row["final"] = paired_bootstrap(paired(_by_seed(summaries, method, final),
@@ -161,18 +165,19 @@ def reading(row: dict) -> str:
     return "; ".join(parts)
 
 
-def markdown_against_baseline(rows: Sequence[dict], budgets: Sequence[float]) -> str:
+def markdown_against_baseline(rows: Sequence[dict], budgets: Sequence[float], at_steps: Sequence[int] = ()) -> str:
     """Differences in accuracy points (method - baseline) and the rollouts ratio, each with its 95 % interval."""
     if not rows:
         return ""
     head = (["method", "vs", "seeds"] + [f"Δ acc @ {b:,.0f}" for b in budgets]
-            + ["Δ final acc"] + (["Δ late mean"] if any("tail" in r for r in rows) else [])
+            + [f"Δ acc @ step {int(st)}" for st in at_steps] + ["Δ final acc"] + (["Δ late mean"] if any("tail" in r for r in rows) else [])
             + ["rollouts to target (ratio)", "seeds for ±1 pt", "reading"])
     cells = []
     for row in rows:
         n = max([row["final"].n] + [iv.n for iv in row["at_budget"].values()])
         line = [row["method"], row["baseline"], str(n)]
         line += [fmt_points(row["at_budget"][float(b)]) for b in budgets]
+        line += [fmt_points(row["at_step"][int(st)]) for st in at_steps]
         tail = [fmt_points(row["tail"]) if "tail" in row else "n/a"] if any("tail" in r for r in rows) else []
         cells.append(line + [fmt_points(row["final"])] + tail
                      + [fmt_ratio(row["rollouts_to_target"]), seeds_for_one_point(row), reading(row)])

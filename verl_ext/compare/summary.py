@@ -5,8 +5,9 @@ validation), at each rollout budget (linear interpolation between the validation
 validated at different rollout counts are compared at the same count; a budget past a run's last validation is
 missing), the rollouts of its first validation at or above the target accuracy (or of the first mean of
 ``target_window`` consecutive validations at or above it), the mean zero-signal share
-over its training steps and, with ``tail_from``, the mean of its validations at or after that rollout count
-(one validation of 512 problems at T=1 carries ~1.5-1.9 points of sampling noise; the mean of several is a
+over its training steps, the validation at each step asked for (``at_steps``: exact, missing where the run did
+not validate at that step) and, with ``tail_from`` (rollouts) or ``tail_from_step`` (training steps), the mean
+of its validations at or after that point (one validation of 512 problems at T=1 carries ~1.5-1.9 points of sampling noise; the mean of several is a
 steadier reading of where a run levels off). Per method: the mean, the sample standard deviation (n-1; 0 for one
 seed) and the number of seeds that contributed.
 """
@@ -39,23 +40,33 @@ class RunSummary:
     zero_signal_mean: float | None = None
     rollouts_estimated: bool = False
     val_points: list[tuple[int, float, float]] = field(default_factory=list)  # (step, rollouts, acc)
-    val_tail: float | None = None  # mean of the validations at or after ``tail_from`` rollouts
+    val_tail: float | None = None  # mean of the validations at or after ``tail_from`` rollouts / ``tail_from_step``
     val_tail_count: int = 0
+    val_at_step: dict[int, float | None] = field(default_factory=dict)
 
     def evaluate_at(self, budgets: Sequence[float], target: float | None,
-                    tail_from: float | None = None, target_window: int = 1) -> "RunSummary":
-        """Fill the accuracy at each rollout budget, the rollouts to ``target`` (read on the mean of
-        ``target_window`` consecutive validations) and the tail mean from the validation points."""
+                    tail_from: float | None = None, target_window: int = 1,
+                    tail_from_step: int | None = None, at_steps: Sequence[int] = ()) -> "RunSummary":
+        """Fill the accuracy at each rollout budget and at each of ``at_steps``, the rollouts to ``target`` (read on
+        the mean of ``target_window`` consecutive validations) and the tail mean from the validation points."""
+        if tail_from is not None and tail_from_step is not None:
+            raise ValueError("tail_from (rollouts) and tail_from_step (steps) are two readings of one figure: give one")
         curve = [(r, acc) for _, r, acc in self.val_points]
         self.val_at_budget = {float(b): interpolate(curve, float(b)) for b in budgets}
+        by_step = {step: acc for step, _, acc in self.val_points}
+        self.val_at_step = {int(st): by_step.get(int(st)) for st in at_steps}
         self.rollouts_to_target = None if target is None else first_reaching(curve, target, target_window)
-        tail = [acc for r, acc in curve if tail_from is not None and r >= tail_from]
+        if tail_from_step is not None:
+            tail = [acc for step, _, acc in self.val_points if step >= tail_from_step]
+        else:
+            tail = [acc for r, acc in curve if tail_from is not None and r >= tail_from]
         self.val_tail, self.val_tail_count = (sum(tail) / len(tail) if tail else None), len(tail)
         return self
 
     def as_dict(self) -> dict:
         out = dict(self.__dict__)
         out["val_at_budget"] = {str(int(k)): v for k, v in self.val_at_budget.items()}
+        out["val_at_step"] = {str(k): v for k, v in self.val_at_step.items()}
         return out
 
 
@@ -98,7 +109,7 @@ def group_by_method(summaries: Sequence[RunSummary]) -> dict[str, list[RunSummar
     return groups
 
 
-def method_stats(runs: Sequence[RunSummary], budgets: Sequence[float]) -> dict:
+def method_stats(runs: Sequence[RunSummary], budgets: Sequence[float], at_steps: Sequence[int] = ()) -> dict:
     """Mean ± sd over a method's runs of every per-run figure (``val_tail`` is None-only without ``tail_from``)."""
     def stat(values: Sequence[float | None]) -> dict:
         m, sd, n = mean_sd(values)
@@ -111,6 +122,7 @@ def method_stats(runs: Sequence[RunSummary], budgets: Sequence[float]) -> dict:
         "val_tail": stat([r.val_tail for r in runs]),
         "val_tail_count": stat([float(r.val_tail_count) for r in runs]),
         "val_at_budget": {str(int(b)): stat([r.val_at_budget.get(float(b)) for r in runs]) for b in budgets},
+        "val_at_step": {str(int(st)): stat([r.val_at_step.get(int(st)) for r in runs]) for st in at_steps},
         "rollouts_to_target": stat([r.rollouts_to_target for r in runs]),
         "zero_signal_mean": stat([r.zero_signal_mean for r in runs]),
         "total_rollouts": stat([r.total_rollouts for r in runs]),
@@ -139,15 +151,22 @@ def _count(s: dict, of: int) -> str:
     return text if s["n"] == of else f"{text} ({s['n']}/{of})"
 
 
+def tail_label(tail_from: float | None = None, tail_from_step: int | None = None) -> str | None:
+    """Where the tail mean starts, in words: 'from 5,120' (rollouts) or 'from step 40'; None without a tail."""
+    if tail_from_step is not None:
+        return f"from step {tail_from_step}"
+    return None if tail_from is None else f"from {tail_from:,.0f}"
+
+
 def markdown(stats: dict[str, dict], budgets: Sequence[float], target: float | None,
-             tail_from: float | None = None, target_window: int = 1) -> str:
-    """One row per method: val accuracy (%) at each budget, final, the tail mean (with ``tail_from``), gain,
-    rollouts to target, zero-signal share."""
-    tail_head = [f"mean val acc from {tail_from:,.0f}"] if tail_from is not None else []
+             tail: str | None = None, target_window: int = 1, at_steps: Sequence[int] = ()) -> str:
+    """One row per method: val accuracy (%) at each budget and each of ``at_steps``, final, the tail mean (``tail``:
+    its ``tail_label``), gain, rollouts to target, zero-signal share."""
+    tail_head = [f"mean val acc {tail}"] if tail is not None else []
     to_target = "rollouts to target" if target is None else f"rollouts to {100 * target:.1f}%" + (
         f" (mean of {target_window} validations)" if target_window > 1 else "")
     header = ["method", "seeds"] + [f"val acc @ {int(b):,} rollouts" for b in budgets] + [
-        "final val acc"] + tail_head + [
+        f"val acc @ step {int(st)}" for st in at_steps] + ["final val acc"] + tail_head + [
         "gain", to_target,
         "zero-signal share", "rollouts (total)"]
     rows = []
@@ -155,7 +174,8 @@ def markdown(stats: dict[str, dict], budgets: Sequence[float], target: float | N
         n = len(s["runs"])
         cells = [method + (" *" if s["rollouts_estimated"] else ""), str(n)]
         cells += [_pct(s["val_at_budget"][str(int(b))]) for b in budgets]
-        cells += [_pct(s["val_final"])] + ([_tail(s)] if tail_from is not None else []) + [_pct(s["val_gain"]),
+        cells += [_pct(s["val_at_step"][str(int(st))]) for st in at_steps]
+        cells += [_pct(s["val_final"])] + ([_tail(s)] if tail is not None else []) + [_pct(s["val_gain"]),
                   _count(s["rollouts_to_target"], n) if target is not None else "–",
                   _pct(s["zero_signal_mean"]), _count(s["total_rollouts"], n)]
         rows.append(cells)

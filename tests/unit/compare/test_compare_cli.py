@@ -127,3 +127,41 @@ def test_max_step_reads_runs_as_if_they_had_stopped_there(tmp_path, make_run_dir
     assert grpo["total_rollouts"]["mean"] == 64  # 2 steps of 32, not 4
     with pytest.raises(SystemExit, match="--max-step"):
         main([str(a), "--out", str(out), "--max-step", "-1", "--no-plots"])
+
+
+def test_tail_from_step_and_at_steps_pair_validations_by_training_step(tmp_path, make_run_dir):
+    """--tail-from-step 2 --at-steps 2,3,4: the late mean from step 2 on and the validation at each asked step,
+    paired by seed; step 3 was not validated, so it has no value; the tail by rollouts and by steps exclude each
+    other."""
+    runs, shifts = [], (0.02, 0.03, 0.05)
+    for seed, shift in enumerate(shifts):
+        runs.append(make_run_dir(f"heapa_dapo_s{seed}", val_shift=shift))
+        runs.append(make_run_dir(f"grpo_s{seed}", grpo=True, val_shift=shift / 2))
+    out = tmp_path / "cmp"
+    assert main([*map(str, runs), "--out", str(out), "--tail-from-step", "2", "--at-steps", "2,3,4",
+                 "--no-plots"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    base = 0.34375
+    heapa = summary["methods"]["heapa_dapo"]
+    # HeaPA-DAPO validates at steps 2 and 4 (260 and 520 rollouts): by step the tail is the same pair as GRPO's
+    assert heapa["val_tail"]["mean"] == pytest.approx(base + 3 * sum(shifts) / 3)
+    assert heapa["val_at_step"]["4"]["mean"] == pytest.approx(base + 4 * sum(shifts) / 3)
+    assert heapa["val_at_step"]["3"]["n"] == 0
+    [row] = summary["against_baseline"]
+    diffs = [s / 2 for s in shifts]  # per seed: heapa - grpo = shift * step / 2
+    assert row["at_step"]["2"]["mean"] == pytest.approx(2 * sum(diffs) / 3)
+    assert row["at_step"]["2"]["low"] == pytest.approx(2 * min(diffs))
+    assert row["at_step"]["2"]["high"] == pytest.approx(2 * max(diffs))
+    assert row["at_step"]["3"]["n"] == 0
+    assert row["tail"]["mean"] == pytest.approx(3 * sum(diffs) / 3)
+    assert summary["tail_from_step"] == 2 and summary["at_steps"] == [2, 3, 4]
+    table = squash((out / "table.md").read_text())
+    assert "| val acc @ step 2 | val acc @ step 3 | val acc @ step 4 | final val acc | mean val acc from step 2 |" \
+        in table
+    assert "Δ acc @ step 4" in table and "| n/a |" in table
+    with pytest.raises(SystemExit):
+        main([str(runs[0]), "--out", str(out), "--tail-from", "64", "--tail-from-step", "2", "--no-plots"])
+    with pytest.raises(SystemExit, match="--tail-from-step"):
+        main([str(runs[0]), "--out", str(out), "--tail-from-step", "-1", "--no-plots"])
+    with pytest.raises(SystemExit, match="--at-steps"):
+        main([str(runs[0]), "--out", str(out), "--at-steps", "2.5", "--no-plots"])
