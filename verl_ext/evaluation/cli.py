@@ -1,9 +1,12 @@
-"""``python -m verl_ext.evaluation {score,generate,table,levels}``: avg@k / pass@k per benchmark, JSON + markdown.
+"""``python -m verl_ext.evaluation {score,generate,curve,table,levels}``: avg@k / pass@k per benchmark, JSON + markdown.
 
     # score a generations file (schema: verl_ext/evaluation/generations.py, docs/evaluation.md)
     python -m verl_ext.evaluation score --generations gens.jsonl --data ~/data/eval/*.parquet --out eval/grpo
     # generate with a checkpoint (vLLM on GPU, transformers on CPU), then score
     python -m verl_ext.evaluation generate --model checkpoints/p/grpo --data ~/data/eval/*.parquet --out eval/grpo
+    # every checkpoint of training runs (and the initial model as step 0): their curve as runs verl_ext.compare reads
+    python -m verl_ext.evaluation curve outputs/cpu_compare/grpo_s0 --initial-model .assets/learn/model \
+        --data .assets/learn/data/val.parquet --n 16 --temperature 1 --top-p 1 --out eval/curves
     # several runs side by side (rows = runs, columns = benchmarks + Avg)
     python -m verl_ext.evaluation table eval/*/result.json --out eval/table.md
     # accuracy per group of problems (extra_info.level), runs named <method>_s<seed> paired by seed
@@ -97,17 +100,15 @@ def limit_per_source(problems: list[gens.Problem], limit: int | None) -> list[ge
     return out
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def generate_and_score(args: argparse.Namespace, model_spec: str, out: Path, run: str | None = None) -> dict:
+    """Generate with ``model_spec`` (model or verl checkpoint) as ``args`` says, score into ``out``; the result."""
     from verl_ext.evaluation.checkpoint import resolve_model
-    from verl_ext.evaluation.generate import SamplingConfig, choose_backend, generate_responses, make_generator
+    from verl_ext.evaluation.generate import choose_backend, generate_responses, make_generator
 
-    out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    cfg = SamplingConfig(n=args.n, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                         max_new_tokens=args.max_new_tokens, seed=args.seed,
-                         chat_template_kwargs=json.loads(args.chat_template_kwargs))
+    cfg = sampling_config(args)
     problems = limit_per_source(gens.load_eval_data(args.data), args.limit)
-    model = resolve_model(args.model, args.merge_dir or out / "merged_model")
+    model = resolve_model(model_spec, args.merge_dir or out / "merged_model")
     backend = choose_backend(args.backend)
     backend_kwargs = {"trust_remote_code": args.trust_remote_code}
     if backend == "hf":
@@ -122,10 +123,39 @@ def cmd_generate(args: argparse.Namespace) -> int:
     generate_responses(problems, generator, tokenizer, cfg)
     gen_s = time.monotonic() - t0
     gens.write_generations(problems, out / "generations.jsonl")
-    meta = {"model": args.model, "resolved_model": model, "backend": backend, "sampling": cfg.as_dict(),
+    meta = {"model": model_spec, "resolved_model": model, "backend": backend, "sampling": cfg.as_dict(),
             "data": [str(Path(d).resolve()) for d in args.data], "generation_seconds": round(gen_s, 3),
             "generations": [str((out / "generations.jsonl").resolve())]}
-    score_and_write(problems, args, meta)
+    return score_and_write(problems, argparse.Namespace(**{**vars(args), "out": str(out), "run": run}), meta)
+
+
+def sampling_config(args: argparse.Namespace):
+    from verl_ext.evaluation.sampling import SamplingConfig
+
+    return SamplingConfig(n=args.n, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                          max_new_tokens=args.max_new_tokens, seed=args.seed,
+                          chat_template_kwargs=json.loads(args.chat_template_kwargs))
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    generate_and_score(args, args.model, Path(args.out).expanduser(), args.run)
+    return 0
+
+
+def cmd_curve(args: argparse.Namespace) -> int:
+    from verl_ext.compare.keep import keep_run
+    from verl_ext.evaluation.curve import write_curve_run
+
+    if args.merge_dir:
+        raise SystemExit("curve: --merge-dir is per checkpoint here (each step merges into its own folder)")
+    sampling = sampling_config(args).as_dict()
+    suffix = args.suffix if args.suffix is not None else f"_avg{args.n}" + ("" if args.temperature > 0 else "_greedy")
+    out = Path(args.out).expanduser()
+    for run in args.runs:
+        folder = write_curve_run(Path(run).expanduser(), out, suffix, args.initial_model, sampling,
+                                 lambda model, where: generate_and_score(args, model, where, where.parent.name))
+        if args.keep_into:
+            keep_run(folder, Path(args.keep_into).expanduser())
     return 0
 
 
@@ -160,8 +190,9 @@ def cmd_levels(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_scoring(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="run folder for result.json, table.md, scored.jsonl")
+def _add_scoring(p: argparse.ArgumentParser,
+                 out_help: str = "run folder for result.json, table.md, scored.jsonl") -> None:
+    p.add_argument("--out", required=True, help=out_help)
     p.add_argument("--run", default=None, help="the run's name in tables (default: the --out folder's name)")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="answer extraction: auto (\\boxed{} then an 'Answer:' line), boxed, or dapo")
@@ -170,17 +201,7 @@ def _add_scoring(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, help="scoring processes")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.evaluation", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("score", help="score a generations file")
-    s.add_argument("--generations", nargs="+", required=True, help="JSON-lines generations file(s)")
-    s.add_argument("--data", nargs="*", default=None, help="evaluation parquet(s) with the ground truths")
-    _add_scoring(s)
-    s.set_defaults(func=cmd_score)
-    g = sub.add_parser("generate", help="generate with a model or verl checkpoint, then score")
-    g.add_argument("--model", required=True, help="HF dir / hub id, or verl checkpoint (root, global_step_N, actor)")
+def _add_generation(g: argparse.ArgumentParser) -> None:
     g.add_argument("--data", nargs="+", required=True, help="evaluation parquet(s) (examples/data_preprocess)")
     g.add_argument("--backend", choices=("auto", "vllm", "hf"), default="auto")
     g.add_argument("--n", type=int, default=16, help="samples per problem (avg@n)")
@@ -200,8 +221,32 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vllm")
     g.add_argument("--max-model-len", type=int, default=None,
                    help="vllm (default: longest prompt + --max-new-tokens, capped at the model's context)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m verl_ext.evaluation", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("score", help="score a generations file")
+    s.add_argument("--generations", nargs="+", required=True, help="JSON-lines generations file(s)")
+    s.add_argument("--data", nargs="*", default=None, help="evaluation parquet(s) with the ground truths")
+    _add_scoring(s)
+    s.set_defaults(func=cmd_score)
+    g = sub.add_parser("generate", help="generate with a model or verl checkpoint, then score")
+    g.add_argument("--model", required=True, help="HF dir / hub id, or verl checkpoint (root, global_step_N, actor)")
+    _add_generation(g)
     _add_scoring(g)
     g.set_defaults(func=cmd_generate)
+    c = sub.add_parser("curve", help="evaluate every checkpoint of training runs: their curve as a run to compare")
+    c.add_argument("runs", nargs="+", help="launcher run folders (metrics.jsonl + ckpt/global_step_N)")
+    c.add_argument("--initial-model", default=None,
+                   help="the model the runs started from, evaluated as step 0 (e.g. .assets/learn/model)")
+    c.add_argument("--suffix", default=None,
+                   help="put before a run name's _s<seed> (default _avg<n>, or _avg<n>_greedy at temperature 0)")
+    c.add_argument("--keep-into", default=None, help="also keep each curve run here (python -m verl_ext.compare.keep)")
+    _add_generation(c)
+    _add_scoring(c, "folder of curve runs: <out>/<run name + suffix>/{metrics.jsonl, curve.json, step_<N>/}")
+    c.set_defaults(func=cmd_curve)
     t = sub.add_parser("table", help="put several result.json side by side")
     t.add_argument("results", nargs="+", help="result.json files (one row each, in this order)")
     t.add_argument("--metric", default="avg", help="avg (avg@n) or pass@K")

@@ -82,3 +82,39 @@ def test_resolution_rules(generated, tiny_assets, tmp_path):
     hf_in_ckpt = tmp_path / "global_step_1" / "actor" / "huggingface"
     shutil.copytree(tiny_assets / "model", hf_in_ckpt)  # save_contents with hf_model: used as is
     assert resolve_model(str(tmp_path / "global_step_1")) == str(hf_in_ckpt)
+
+
+def test_curve_evaluates_every_checkpoint_into_a_run_the_comparison_reads(tiny_assets, tmp_path):
+    """`curve`: the initial model as step 0 and checkpoints at steps 2 and 4 (the same weights: the same seed gives
+    the same accuracy at every step), written over the training run's own lines; a rerun scores nothing again; the
+    kept curve run is what `verl_ext.compare` reads."""
+    from verl_ext.compare.cli import main as compare_main
+
+    run = tmp_path / "grpo_s0"
+    for step in (2, 4):
+        fake_verl_checkpoint(tiny_assets / "model", run / "ckpt", step=step)
+    lines = [{"step": s, "data": {"rollout/gen_responses_cum": 32.0 * s, "rollout/gen_responses": 32.0 * (s > 0),
+                                  **({"val-core/arith/acc/mean@1": 0.5} if s % 2 == 0 else {})}}
+             for s in range(5)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    args = ["curve", str(run), "--initial-model", str(tiny_assets / "model"),
+            "--data", str(tiny_assets / "data" / "val.parquet"), "--backend", "hf", "--n", "2", "--limit", "6",
+            "--temperature", "1", "--top-p", "1", "--max-new-tokens", "12", "--threads", "1",
+            "--out", str(tmp_path / "curves"), "--keep-into", str(tmp_path / "kept")]
+    assert main(args) == 0
+    folder = tmp_path / "curves" / "grpo_avg2_s0"
+    rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    vals = {r["step"]: r["data"]["val-core/arith/acc/mean@2"] for r in rows if "val-core/arith/acc/mean@2" in r["data"]}
+    assert sorted(vals) == [0, 2, 4] and len(set(vals.values())) == 1 and 0 < vals[0] < 1
+    assert not any("mean@1" in key for r in rows for key in r["data"])
+    assert [r["data"]["rollout/gen_responses_cum"] for r in rows] == [0.0, 32.0, 64.0, 96.0, 128.0]
+    stamp = (folder / "step_2" / "result.json").stat().st_mtime_ns
+    assert main(args) == 0
+    assert (folder / "step_2" / "result.json").stat().st_mtime_ns == stamp
+    out = tmp_path / "cmp"
+    assert compare_main([str(tmp_path / "kept" / "grpo_avg2_s0"), "--out", str(out), "--no-plots"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["methods"]["grpo_avg2"]["val_final"]["mean"] == pytest.approx(vals[4])
+    (run / "metrics.jsonl").write_text(json.dumps(lines[0]) + "\n")  # the log ends before the checkpoints
+    with pytest.raises(ValueError, match="ends at step 0"):
+        main(args)

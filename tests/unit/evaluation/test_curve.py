@@ -1,0 +1,70 @@
+"""The pure parts of ``verl_ext.evaluation curve``: names, checkpoint discovery, metrics rewriting, caching."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from verl_ext.evaluation.curve import (checkpoint_steps, curve_metrics, curve_name, evaluate_curve,
+                                       read_metrics_lines)
+
+
+def test_curve_name_keeps_the_seed_last():
+    assert curve_name("grpo_epyc_80_s3", "_avg16") == "grpo_epyc_80_avg16_s3"
+    assert curve_name("heapa_grpo_s12", "_x") == "heapa_grpo_x_s12"
+    assert curve_name("my_run", "_avg16") == "my_run_avg16"
+    assert curve_name("run_sx", "_avg16") == "run_sx_avg16"
+
+
+def test_checkpoint_steps_are_the_global_step_folders_in_order(tmp_path):
+    for name in ("global_step_20", "global_step_3", "global_step_x", "other"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "global_step_7").write_text("a file, not a checkpoint")
+    assert list(checkpoint_steps(tmp_path)) == [3, 20]
+    assert checkpoint_steps(tmp_path / "missing") == {}
+
+
+def test_curve_metrics_replace_validation_and_keep_training_lines():
+    rows = [{"step": 0, "data": {"val-core/arith/acc/mean@1": 0.3}},
+            {"step": 1, "data": {"rollout/gen_responses_cum": 128.0, "actor/entropy": 0.7}},
+            {"step": 2, "data": {"rollout/gen_responses_cum": 256.0, "val-core/arith/acc/mean@1": 0.31,
+                                 "val-aux/arith/score/mean@1": 0.31}}]
+    out = curve_metrics(rows, {0: {"arith": 0.2}, 2: {"arith": 0.25}}, 16)
+    assert out == [{"step": 0, "data": {"val-core/arith/acc/mean@16": 0.2}},
+                   {"step": 1, "data": {"rollout/gen_responses_cum": 128.0, "actor/entropy": 0.7}},
+                   {"step": 2, "data": {"rollout/gen_responses_cum": 256.0, "val-core/arith/acc/mean@16": 0.25}}]
+    # a step evaluated but never logged (no val_before_train: no step-0 line) gets a line of its own
+    assert curve_metrics(rows[1:], {0: {"arith": 0.2}}, 4)[0] == {"step": 0,
+                                                                   "data": {"val-core/arith/acc/mean@4": 0.2}}
+
+
+def test_read_metrics_drops_a_torn_last_line_and_names_a_bad_one(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0, "data": {}}\n{"step": 1, "da')
+    assert [r["step"] for r in read_metrics_lines(path)] == [0]
+    path.write_text('{"step": 0, "data": {}}\nnot json\n{"step": 2, "data": {}}\n')
+    with pytest.raises(ValueError, match="line 2"):
+        read_metrics_lines(path)
+    path.write_text('{"step": 0}\n')
+    with pytest.raises(ValueError, match="line 1"):
+        read_metrics_lines(path)
+
+
+def test_evaluate_curve_skips_steps_scored_with_the_same_sampling(tmp_path):
+    calls = []
+
+    def evaluate(model, folder):
+        calls.append(model)
+        folder.mkdir(parents=True, exist_ok=True)
+        result = {"sampling": {"n": 2, "temperature": 1.0}, "benchmarks": {"arith": {"avg": len(calls) / 10}}}
+        (folder / "result.json").write_text(json.dumps(result))
+        return result
+
+    models = {0: "init", 10: "ckpt10"}
+    first = evaluate_curve(models, tmp_path, {"n": 2, "temperature": 1.0}, evaluate)
+    assert first == {0: {"arith": 0.1}, 10: {"arith": 0.2}} and calls == ["init", "ckpt10"]
+    assert evaluate_curve(models, tmp_path, {"n": 2, "temperature": 1.0}, evaluate) == first
+    assert len(calls) == 2  # both kept
+    again = evaluate_curve(models, tmp_path, {"n": 4, "temperature": 1.0}, evaluate)  # other sampling: redone
+    assert len(calls) == 4 and again == {0: {"arith": 0.3}, 10: {"arith": 0.4}}
