@@ -81,31 +81,40 @@ def add_scalars(run: Run, step: int, data: Mapping[str, Any], steps: dict[int, d
             metrics[key] = value
 
 
+def logger_lines(path: str | os.PathLike) -> list[dict]:
+    """verl's ``FileLogger`` lines ``{"step": int, "data": {...}}`` of one file (``.gz`` read compressed); a torn
+    last line (a killed run) is skipped, any other bad line is an error naming the file and line."""
+    name = os.fspath(path)
+    opener = gzip.open if name.endswith(".gz") else open  # kept runs are stored compressed
+    with opener(name, "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    rows = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            if lineno == len(lines):
+                logger.warning("%s line %d: incomplete last line skipped (run killed mid-write?)", name, lineno)
+                continue
+            raise RunError(f"{name} line {lineno}: not valid JSON ({err.msg})") from err
+        shaped = isinstance(obj, dict) and isinstance(obj.get("step"), int) and isinstance(obj.get("data"), dict)
+        if not shaped:
+            raise RunError(f"{name} line {lineno}: expected {{\"step\": int, \"data\": {{...}}}} (verl's file "
+                           "logger format)")
+        rows.append(obj)
+    return rows
+
+
 def read_file_logger(paths: Iterable[str | os.PathLike], run: Run) -> Run:
-    """verl's ``FileLogger`` lines ``{"step": int, "data": {...}}``; a torn last line (a killed run) is skipped.
+    """verl's ``FileLogger`` files (``logger_lines``) into ``run``.
 
     Within a file the lines of one step merge key by key; a step that a later file logs again is replaced whole.
     """
     for path in paths:
-        name = os.fspath(path)
         file_steps: dict[int, dict[str, float]] = {}
-        opener = gzip.open if name.endswith(".gz") else open  # kept runs are stored compressed
-        with opener(name, "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                if lineno == len(lines):
-                    logger.warning("%s line %d: incomplete last line skipped (run killed mid-write?)", name, lineno)
-                    continue
-                raise RunError(f"{name} line {lineno}: not valid JSON ({err.msg})") from err
-            shaped = isinstance(obj, dict) and isinstance(obj.get("step"), int) and isinstance(obj.get("data"), dict)
-            if not shaped:
-                raise RunError(f"{name} line {lineno}: expected {{\"step\": int, \"data\": {{...}}}} (verl's file "
-                               "logger format)")
+        for obj in logger_lines(path):
             add_scalars(run, obj["step"], obj["data"], file_steps)
         run.steps.update(file_steps)
     return run

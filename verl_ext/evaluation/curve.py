@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from verl_ext.checkpoint_layout import STEP_RE
+from verl_ext.compare.runs import logger_lines
 
 logger = logging.getLogger(__name__)
 
@@ -46,27 +47,6 @@ def checkpoint_steps(ckpt_root: Path) -> dict[int, Path]:
         if match and child.is_dir():
             steps[int(match.group(1))] = child
     return dict(sorted(steps.items()))
-
-
-def read_metrics_lines(path: Path) -> list[dict]:
-    """The file logger's ``{"step": n, "data": {...}}`` lines; a torn last line (a killed run) is dropped, any
-    other unreadable line is an error naming the file and line."""
-    rows = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number == len(lines):
-                logger.warning("%s: line %d is torn (a killed run); dropped", path, number)
-                continue
-            raise ValueError(f"{path}, line {number}: not JSON ({err})") from err
-        if not isinstance(row, dict) or "step" not in row or not isinstance(row.get("data"), dict):
-            raise ValueError(f"{path}, line {number}: expected {{\"step\": n, \"data\": {{...}}}}")
-        rows.append(row)
-    return rows
 
 
 def curve_metrics(rows: Iterable[Mapping], curve: Mapping[int, Mapping[str, float]], n: int) -> list[dict]:
@@ -129,7 +109,7 @@ def write_curve_run(run_dir: Path, out_root: Path, suffix: str, initial_model: s
                                 "trainer.save_freq=N to get some)")
     if 0 not in models and initial_model:
         models[0] = initial_model
-    rows = read_metrics_lines(metrics)
+    rows = logger_lines(metrics)
     last = max(int(r["step"]) for r in rows)
     beyond = sorted(step for step in models if step > last)
     if beyond:

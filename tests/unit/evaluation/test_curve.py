@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from verl_ext.evaluation.curve import (checkpoint_steps, curve_metrics, curve_name, evaluate_curve,
-                                       read_metrics_lines)
+from verl_ext.evaluation.curve import checkpoint_steps, curve_metrics, curve_name, evaluate_curve
 
 
 def test_curve_name_keeps_the_seed_last():
@@ -37,18 +36,6 @@ def test_curve_metrics_replace_validation_and_keep_training_lines():
     # a step evaluated but never logged (no val_before_train: no step-0 line) gets a line of its own
     assert curve_metrics(rows[1:], {0: {"arith": 0.2}}, 4)[0] == {"step": 0,
                                                                    "data": {"val-core/arith/acc/mean@4": 0.2}}
-
-
-def test_read_metrics_drops_a_torn_last_line_and_names_a_bad_one(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    path.write_text('{"step": 0, "data": {}}\n{"step": 1, "da')
-    assert [r["step"] for r in read_metrics_lines(path)] == [0]
-    path.write_text('{"step": 0, "data": {}}\nnot json\n{"step": 2, "data": {}}\n')
-    with pytest.raises(ValueError, match="line 2"):
-        read_metrics_lines(path)
-    path.write_text('{"step": 0}\n')
-    with pytest.raises(ValueError, match="line 1"):
-        read_metrics_lines(path)
 
 
 def test_evaluate_curve_skips_steps_scored_with_the_same_sampling(tmp_path):
