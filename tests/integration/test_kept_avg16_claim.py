@@ -1,0 +1,40 @@
+"""The README's avg@16 figures for HeaPA-GRPO regenerate from the kept runs alone (`results/cpu_pinned80/*_avg16*`):
+the comparison CLI, paired by seed, over steps 40-80 and at 1,280 rollouts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from verl_ext.compare.cli import main
+
+KEPT = Path(__file__).resolve().parents[2] / "results" / "cpu_pinned80"
+
+
+def compare(tmp_path, methods, *extra) -> dict:
+    runs = [str(p) for m in methods for p in sorted(KEPT.glob(f"{m}_s[0-7]"))]
+    assert len(runs) == 8 * len(methods), runs
+    assert main([*runs, "--out", str(tmp_path), "--no-plots", *extra]) == 0
+    return json.loads((tmp_path / "summary.json").read_text())
+
+
+def test_heapa_grpo_against_grpo_on_avg16(tmp_path):
+    summary = compare(tmp_path, ["grpo_epyc_80_avg16", "heapa_grpo_epyc_80_avg16"], "--baseline",
+                      "grpo_epyc_80_avg16", "--budgets", "1280", "--tail-from-step", "40", "--target", "auto")
+    [row] = summary["against_baseline"]
+    assert row["tail"]["n"] == 8
+    assert 100 * row["tail"]["mean"] == pytest.approx(0.8, abs=0.05) and 100 * row["tail"]["low"] > 0
+    assert row["seeds_for_one_point"] == 3
+    ratio = row["rollouts_to_target_log_ratio"]
+    assert ratio["high"] > 0  # fewer rollouts to GRPO's final is not shown (the README says so)
+    assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}  # step 0: the same samples
+
+
+def test_heapa_grpo_against_target_at_1280_rollouts(tmp_path):
+    summary = compare(tmp_path, ["heapa_grpo_target_epyc_80_avg16", "heapa_grpo_epyc_80_avg16"], "--baseline",
+                      "heapa_grpo_target_epyc_80_avg16", "--budgets", "1280", "--target", "none")
+    [row] = summary["against_baseline"]
+    at = row["at_budget"]["1280"]
+    assert at["n"] == 8 and 100 * at["mean"] == pytest.approx(0.1, abs=0.05) and 100 * at["low"] > -1
