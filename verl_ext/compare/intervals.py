@@ -112,27 +112,20 @@ def against_baseline(summaries: Sequence, baseline: str, budgets: Sequence[float
     methods = sorted({s.method for s in summaries} - {baseline})
     if baseline not in {s.method for s in summaries}:
         raise ValueError(f"baseline {baseline!r} is not among the runs' methods {sorted({s.method for s in summaries})}")
+    def interval(method: str, value, pair=paired) -> Interval:
+        return paired_bootstrap(pair(_by_seed(summaries, method, value), _by_seed(summaries, baseline, value)),
+                                resamples)
+
     rows = []
     for method in methods:
-        row = {"method": method, "baseline": baseline, "at_budget": {}, "at_step": {}}
-        for b in budgets:
-            get = lambda s, b=float(b): s.val_at_budget.get(b)  # noqa: E731 - one line per metric
-            row["at_budget"][float(b)] = paired_bootstrap(
-                paired(_by_seed(summaries, method, get), _by_seed(summaries, baseline, get)), resamples)
-        for st in at_steps:
-            get = lambda s, st=int(st): s.val_at_step.get(st)  # noqa: E731
-            row["at_step"][int(st)] = paired_bootstrap(
-                paired(_by_seed(summaries, method, get), _by_seed(summaries, baseline, get)), resamples)
-        final = lambda s: s.val_final  # noqa: E731
-        row["final"] = paired_bootstrap(paired(_by_seed(summaries, method, final),
-                                               _by_seed(summaries, baseline, final)), resamples)
-        tail = lambda s: s.val_tail  # noqa: E731
-        if any(getattr(s, "val_tail", None) is not None for s in summaries):  # only with --tail-from
-            row["tail"] = paired_bootstrap(paired(_by_seed(summaries, method, tail),
-                                                  _by_seed(summaries, baseline, tail)), resamples)
-        to_target = lambda s: s.rollouts_to_target  # noqa: E731
-        row["rollouts_to_target"] = paired_bootstrap(paired_log_ratio(
-            _by_seed(summaries, method, to_target), _by_seed(summaries, baseline, to_target)), resamples)
+        row = {"method": method, "baseline": baseline,
+               "at_budget": {float(b): interval(method, lambda s, b=float(b): s.val_at_budget.get(b))
+                             for b in budgets},
+               "at_step": {int(st): interval(method, lambda s, st=int(st): s.val_at_step.get(st)) for st in at_steps},
+               "final": interval(method, lambda s: s.val_final)}
+        if any(getattr(s, "val_tail", None) is not None for s in summaries):  # only with --tail-from(-step)
+            row["tail"] = interval(method, lambda s: s.val_tail)
+        row["rollouts_to_target"] = interval(method, lambda s: s.rollouts_to_target, paired_log_ratio)
         rows.append(row)
     return rows
 
@@ -170,7 +163,8 @@ def markdown_against_baseline(rows: Sequence[dict], budgets: Sequence[float], at
     if not rows:
         return ""
     head = (["method", "vs", "seeds"] + [f"Δ acc @ {b:,.0f}" for b in budgets]
-            + [f"Δ acc @ step {int(st)}" for st in at_steps] + ["Δ final acc"] + (["Δ late mean"] if any("tail" in r for r in rows) else [])
+            + [f"Δ acc @ step {int(st)}" for st in at_steps] + ["Δ final acc"]
+            + (["Δ late mean"] if any("tail" in r for r in rows) else [])
             + ["rollouts to target (ratio)", "seeds for ±1 pt", "reading"])
     cells = []
     for row in rows:

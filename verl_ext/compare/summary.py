@@ -4,10 +4,10 @@ Per run: validation accuracy before training (the first validation, normally ste
 validation), at each rollout budget (linear interpolation between the validations on either side, so runs that
 validated at different rollout counts are compared at the same count; a budget past a run's last validation is
 missing), the rollouts of its first validation at or above the target accuracy (or of the first mean of
-``target_window`` consecutive validations at or above it), the mean zero-signal share
-over its training steps, the validation at each step asked for (``at_steps``: exact, missing where the run did
-not validate at that step) and, with ``tail_from`` (rollouts) or ``tail_from_step`` (training steps), the mean
-of its validations at or after that point (one validation of 512 problems at T=1 carries ~1.5-1.9 points of sampling noise; the mean of several is a
+``target_window`` consecutive validations at or above it), the mean zero-signal share over its training steps, the
+validation at each step asked for (``at_steps``: exact, missing where the run did not validate at that step) and,
+with ``tail_from`` (rollouts) or ``tail_from_step`` (training steps), the mean of its validations at or after that
+point (one validation of 512 problems at T=1 carries ~1.5-1.9 points of sampling noise; the mean of several is a
 steadier reading of where a run levels off). Per method: the mean, the sample standard deviation (n-1; 0 for one
 seed) and the number of seeds that contributed.
 """

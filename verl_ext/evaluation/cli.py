@@ -55,9 +55,12 @@ def parse_ks(text: str | None, n_min: int) -> list[int]:
     return ks
 
 
-def score_and_write(problems: list[gens.Problem], args: argparse.Namespace, meta: dict[str, Any]) -> dict:
-    """Score, compute the metrics, write scored.jsonl / result.json / table.md under ``args.out``."""
-    out = Path(args.out).expanduser()
+def score_and_write(problems: list[gens.Problem], args: argparse.Namespace, meta: dict[str, Any],
+                    out: Path | None = None, run: str | None = None) -> dict:
+    """Score, compute the metrics, write scored.jsonl / result.json / table.md under ``out`` (default ``args.out``);
+    the run's name is ``run``, else ``args.run``, else the folder's name."""
+    out = out or Path(args.out).expanduser()
+    run = run or args.run
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     results, records = score_problems(problems, fmt=args.format, workers=args.workers, k=args.k)
@@ -69,7 +72,7 @@ def score_and_write(problems: list[gens.Problem], args: argparse.Namespace, meta
     flags = count_flags(records)
     if any(flags.values()):
         logger.warning("the scorer flagged %s responses (scored as wrong)", flags)
-    result = {"schema_version": report.SCHEMA_VERSION, "run": args.run or out.name, "format": args.format,
+    result = {"schema_version": report.SCHEMA_VERSION, "run": run or out.name, "format": args.format,
               **meta, **metrics, "scorer_flags": flags, "scoring_seconds": round(time.monotonic() - t0, 3)}
     report.write_json(result, out / "result.json")
     table = report.markdown_table([result])
@@ -126,7 +129,7 @@ def generate_and_score(args: argparse.Namespace, model_spec: str, out: Path, run
     meta = {"model": model_spec, "resolved_model": model, "backend": backend, "sampling": cfg.as_dict(),
             "data": [str(Path(d).resolve()) for d in args.data], "generation_seconds": round(gen_s, 3),
             "generations": [str((out / "generations.jsonl").resolve())]}
-    return score_and_write(problems, argparse.Namespace(**{**vars(args), "out": str(out), "run": run}), meta)
+    return score_and_write(problems, args, meta, out, run)
 
 
 def sampling_config(args: argparse.Namespace):

@@ -67,6 +67,11 @@ def curve_metrics(rows: Iterable[Mapping], curve: Mapping[int, Mapping[str, floa
     return sorted(out, key=lambda r: r["step"])
 
 
+def _avgs(result: Mapping) -> dict[str, float]:
+    """source -> avg of one ``result.json``."""
+    return {ds: float(b["avg"]) for ds, b in result["benchmarks"].items()}
+
+
 def _scored(folder: Path, sampling: Mapping) -> dict[str, float] | None:
     """source -> avg of a step already evaluated with ``sampling`` in ``folder``, else None."""
     path = folder / "result.json"
@@ -76,7 +81,7 @@ def _scored(folder: Path, sampling: Mapping) -> dict[str, float] | None:
     if result.get("sampling") != dict(sampling):
         logger.info("%s was scored with %s, not %s: evaluating again", path, result.get("sampling"), dict(sampling))
         return None
-    return {ds: float(b["avg"]) for ds, b in result["benchmarks"].items()}
+    return _avgs(result)
 
 
 def evaluate_curve(models: Mapping[int, str], out: Path, sampling: Mapping,
@@ -90,8 +95,7 @@ def evaluate_curve(models: Mapping[int, str], out: Path, sampling: Mapping,
         done = _scored(folder, sampling)
         if done is None:
             logger.info("%s: step %d (%d of %d) from %s", out.name, step, i, len(models), model)
-            result = evaluate(model, folder)
-            done = {ds: float(b["avg"]) for ds, b in result["benchmarks"].items()}
+            done = _avgs(evaluate(model, folder))
         curve[step] = done
     return curve
 
