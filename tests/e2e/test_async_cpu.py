@@ -14,9 +14,9 @@ one for a standalone rollout replica (``hybrid_engine=False``: no idle hf server
 to the replica after every step through the ``ray_store`` checkpoint engine (``verl_ext/cpu/checkpoint_engine.py``).
 Run R resumes S's ``global_step_2`` and trains steps 3-4: it hears every group that was in flight at the checkpoint,
 and it trains steps 3 and 4 as S did: the same records, the same samples (score and response length), verl's
-``rollout_probs_diff_max`` and grad norm within 1e-4 (float sums in another order). Step 4's batch is generated
-after the resume, by the weights the engine sent at start-up, and the hf server samples by (seed, weights' step,
-prompt): only the checkpoint's weights, delivered whole, reproduce it.
+``rollout_probs_diff_max`` within 5e-6 and grad norm within 1e-4 relative (float sums in another order). Step 4's
+batch is generated after the resume, by the weights the engine sent at start-up, and the hf server samples by (seed,
+weights' step, prompt): only the checkpoint's weights, delivered whole, reproduce it.
 
 Read from the trace (each step's groups out and back, in order) and the metrics (``feedback/*``, verl's
 ``training/off_policy/*``, the engine's ``weight_sync/*``).
@@ -139,6 +139,9 @@ def test_resume_hears_the_groups_in_flight_at_the_checkpoint_and_trains_as_befor
         assert sorted(handed_out(trace_r[step])) == sorted(handed_out(trace_s[step])), step
         for key in ("critic/score/mean", "response_length/mean"):  # the same samples, token for token
             assert metrics_r[step][key] == metrics_s[step][key], (step, key)
-        # and the same log-probs and update, up to the order of float sums (rows arrive in another order under load)
-        for key in ("training/rollout_probs_diff_max", "actor/grad_norm"):
-            assert metrics_r[step][key] == pytest.approx(metrics_s[step][key], rel=1e-4), (step, key)
+        # and the same log-probs and update, up to the order of float sums (rows arrive in another order under load).
+        # The probability gap is a difference of two probabilities, each off by ~1e-7 in float32, so its error is
+        # absolute (CI saw 5.4e-7 on a gap of 0.0044: 1.2e-4 relative); one step of weights moves it by ~4e-3.
+        diff = "training/rollout_probs_diff_max"
+        assert metrics_r[step][diff] == pytest.approx(metrics_s[step][diff], rel=0, abs=5e-6), step
+        assert metrics_r[step]["actor/grad_norm"] == pytest.approx(metrics_s[step]["actor/grad_norm"], rel=1e-4), step
