@@ -107,16 +107,23 @@ def logger_lines(path: str | os.PathLike) -> list[dict]:
     return rows
 
 
-def read_file_logger(paths: Iterable[str | os.PathLike], run: Run) -> Run:
-    """verl's ``FileLogger`` files (``logger_lines``) into ``run``.
-
-    Within a file the lines of one step merge key by key; a step that a later file logs again is replaced whole.
-    """
+def merged_lines(paths: Iterable[str | os.PathLike]) -> dict[int, dict[str, Any]]:
+    """step -> data over verl's ``FileLogger`` files, oldest first (a resumed run's attempts): within a file the
+    lines of one step merge key by key; a step that a later file logs again is replaced whole (the steps after a
+    run's last checkpoint are trained again by the next attempt)."""
+    steps: dict[int, dict[str, Any]] = {}
     for path in paths:
-        file_steps: dict[int, dict[str, float]] = {}
+        file_steps: dict[int, dict[str, Any]] = {}
         for obj in logger_lines(path):
-            add_scalars(run, obj["step"], obj["data"], file_steps)
-        run.steps.update(file_steps)
+            file_steps.setdefault(obj["step"], {}).update(obj["data"])
+        steps.update(file_steps)
+    return dict(sorted(steps.items()))
+
+
+def read_file_logger(paths: Iterable[str | os.PathLike], run: Run) -> Run:
+    """verl's ``FileLogger`` files (``merged_lines``) into ``run``."""
+    for step, data in merged_lines(paths).items():
+        add_scalars(run, step, data)
     return run
 
 

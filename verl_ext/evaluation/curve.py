@@ -8,8 +8,9 @@ against 10 s for a batched ``generate``). So a run is trained with ``trainer.sav
 evaluated here, the same seed for every checkpoint and every run (common random numbers: the same model gets the
 same samples). Each step's evaluation lands in ``<out>/<curve name>/step_<N>/`` (kept: a rerun skips the steps
 already scored with the same sampling) and the curve run's ``metrics.jsonl`` is the training run's own lines
-(rollouts, feedback, pool, ...) with its validation metrics replaced by ``val-core/<source>/acc/mean@<n>`` from
-these evaluations, so ``python -m verl_ext.compare`` pairs curve runs as it pairs trained ones.
+(rollouts, feedback, pool, ...; a resumed run's attempts merged as the comparison merges them) with its validation
+metrics replaced by ``val-core/<source>/acc/mean@<n>`` from these evaluations, so ``python -m verl_ext.compare``
+pairs curve runs as it pairs trained ones.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from verl_ext.checkpoint_layout import STEP_RE
-from verl_ext.compare.runs import logger_lines
+from verl_ext.compare.runs import file_logger_files, merged_lines
 
 logger = logging.getLogger(__name__)
 
@@ -107,17 +108,18 @@ def write_curve_run(run_dir: Path, out_root: Path, suffix: str, initial_model: s
     metrics = run_dir / "metrics.jsonl"
     if not metrics.is_file():
         raise FileNotFoundError(f"{metrics}: no metrics file (is {run_dir} a launcher's run folder?)")
+    files = file_logger_files(run_dir)  # a resumed run's earlier attempts (metrics.attempt-<k>.jsonl) too
     models = {step: str(path) for step, path in checkpoint_steps(run_dir / ckpt_subdir).items()}
     if not models:
         raise FileNotFoundError(f"{run_dir / ckpt_subdir}: no global_step_N checkpoints (train with "
                                 "trainer.save_freq=N to get some)")
     if 0 not in models and initial_model:
         models[0] = initial_model
-    rows = logger_lines(metrics)
+    rows = [{"step": step, "data": data} for step, data in merged_lines(files).items()]
     last = max(int(r["step"]) for r in rows)
     beyond = sorted(step for step in models if step > last)
     if beyond:
-        raise ValueError(f"{run_dir}: checkpoints at steps {beyond} but {metrics} ends at step {last}")
+        raise ValueError(f"{run_dir}: checkpoints at steps {beyond} but its log ends at step {last}")
     folder = out_root / curve_name(run_dir.name, suffix)
     curve = evaluate_curve(models, folder, sampling, evaluate)
     n = int(sampling["n"])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from verl_ext.evaluation.curve import checkpoint_steps, curve_metrics, curve_name, evaluate_curve
+from verl_ext.evaluation.curve import checkpoint_steps, curve_metrics, curve_name, evaluate_curve, write_curve_run
 
 
 def test_curve_name_keeps_the_seed_last():
@@ -55,3 +55,31 @@ def test_evaluate_curve_skips_steps_scored_with_the_same_sampling(tmp_path):
     assert len(calls) == 2  # both kept
     again = evaluate_curve(models, tmp_path, {"n": 4, "temperature": 1.0}, evaluate)  # other sampling: redone
     assert len(calls) == 4 and again == {0: {"arith": 0.3}, 10: {"arith": 0.4}}
+
+
+def _lines(path, rows):
+    path.write_text("".join(json.dumps({"step": s, "data": d}) + "\n" for s, d in rows))
+
+
+def test_a_resumed_run_is_read_over_all_its_attempts(tmp_path):
+    # attempt 1 trained steps 1-3 (checkpoint at 2) and was killed; the resumed attempt trained 3-4 again
+    run = tmp_path / "grpo_s0"
+    for step in (2, 4):
+        (run / "ckpt" / f"global_step_{step}").mkdir(parents=True)
+    _lines(run / "metrics.attempt-1.jsonl", [(s, {"rollout/gen_responses_cum": 8.0 * s, "x": 1.0})
+                                             for s in (1, 2, 3)] + [(2, {"val-core/arith/acc/mean@1": 0.5})])
+    _lines(run / "metrics.jsonl", [(s, {"rollout/gen_responses_cum": 8.0 * s, "x": 2.0}) for s in (3, 4)])
+
+    def evaluate(model, folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        return {"benchmarks": {"arith": {"avg": 0.1 if model == "init" else int(model[-1]) / 10}}}
+
+    out = write_curve_run(run, tmp_path / "curves", "_c", "init", {"n": 2}, evaluate)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    assert rows[2]["data"] == {"rollout/gen_responses_cum": 16.0, "x": 1.0, "val-core/arith/acc/mean@2": 0.2}
+    assert rows[3]["data"]["x"] == 2.0  # a step trained again is the later attempt's, whole
+    assert rows[4]["data"]["val-core/arith/acc/mean@2"] == 0.4
+    (run / "ckpt" / "global_step_6").mkdir()
+    with pytest.raises(ValueError, match="checkpoints at steps \\[6\\] but its log ends at step 4"):
+        write_curve_run(run, tmp_path / "curves", "_c", "init", {"n": 2}, evaluate)
