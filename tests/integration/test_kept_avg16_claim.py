@@ -1,5 +1,5 @@
-"""The README's avg@16 figures for HeaPA-GRPO regenerate from the kept runs alone (`results/cpu_pinned80/*_avg16*`):
-the comparison CLI, paired by seed, over steps 40-80 and at 1,280 rollouts."""
+"""The README's avg@16 figures for HeaPA-GRPO and HeaPA-DAPO regenerate from the kept runs alone
+(`results/cpu_pinned80/*_avg16*`): the comparison CLI, paired by seed, over steps 40-80 and at equal rollouts."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from verl_ext.compare.cli import main
 KEPT = Path(__file__).resolve().parents[2] / "results" / "cpu_pinned80"
 
 
-def compare(tmp_path, methods, *extra) -> dict:
+def compare(tmp_path, methods, *extra, seeds: int = 8) -> dict:
     runs = [str(p) for m in methods for p in sorted(KEPT.glob(f"{m}_s[0-7]"))]
-    assert len(runs) == 8 * len(methods), runs
+    assert len(runs) == seeds * len(methods), runs
     assert main([*runs, "--out", str(tmp_path), "--no-plots", *extra]) == 0
     return json.loads((tmp_path / "summary.json").read_text())
 
@@ -38,3 +38,19 @@ def test_heapa_grpo_against_target_at_1280_rollouts(tmp_path):
     [row] = summary["against_baseline"]
     at = row["at_budget"]["1280"]
     assert at["n"] == 8 and 100 * at["mean"] == pytest.approx(0.1, abs=0.05) and 100 * at["low"] > -1
+
+
+def test_heapa_dapo_against_dapo_on_avg16(tmp_path):
+    summary = compare(tmp_path, ["dapo_epyc_80_avg16", "heapa_dapo_epyc_80_avg16"], "--baseline",
+                      "dapo_epyc_80_avg16", "--budgets", "1280,2560,15360", "--tail-from-step", "40",
+                      "--target", "auto", seeds=5)
+    [row] = summary["against_baseline"]
+    early = [row["at_budget"][b] for b in ("1280", "2560")]
+    assert [round(100 * a["mean"], 1) for a in early] == [0.3, 0.5] and all(a["low"] > 0 for a in early)
+    assert 100 * row["at_budget"]["15360"]["low"] == pytest.approx(-1.4, abs=0.05)  # the lowest lower end
+    tail = row["tail"]
+    assert tail["n"] == 5 and 100 * tail["mean"] == pytest.approx(-0.3, abs=0.05) and 100 * tail["low"] > -1
+    assert row["seeds_for_one_point"] == 3
+    ratio = row["rollouts_to_target_log_ratio"]
+    assert ratio["n"] == 3 and ratio["low"] < 0 < ratio["high"]  # fewer rollouts to DAPO's final: not shown
+    assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}  # GRPO's step 0 too
