@@ -24,12 +24,13 @@ BOUNDARIES = ("target", "median", "signal", "progress")
 EVICTIONS = ("farthest", "paper")
 REINSERT_TRIGGERS = ("below_batch", "always", "never")
 EXPLORATIONS = ("adaptive", "fixed", "greedy")
+WINDOW_SEATS = ("cold", "frontier")
 # The fields only the frontier rule (the ``boundary`` strategy, ``verl_ext/selection/frontier/``) and the pool's
 # frontier metrics read: the recipe exposes them as that strategy's options (``heapa.selection.kwargs.*``).
 FRONTIER_FIELDS = ("boundary", "target_pass_rate", "candidate_ratio", "signal_share", "progress_min_share",
                    "progress_decay", "progress_min_count", "low_fraction", "sampling_mode", "mixed_easy_fraction",
                    "cold_fraction", "exploration", "frontier_band", "frontier_batches", "max_window_visits",
-                   "revisit_penalty", "child_distance_penalty")
+                   "window_seat", "revisit_penalty", "child_distance_penalty")
 
 
 @config_dataclass(name="pool.reinsertion", error=ConfigError)
@@ -94,6 +95,8 @@ class PoolConfig:
     - ``max_window_visits``: a frontier pick trained this many times in the last ``metrics_window`` steps yields
       its seat to a cold record while any is left, then to the frontier's next pick not trained that often
       (``None`` = no bound).
+    - ``window_seat``: where such a seat goes first: ``cold`` (the never-measured queue, then the frontier's next
+      pick) or ``frontier`` (the frontier's next pick not trained that often, then the cold queue).
     - ``revisit_penalty``: a seed trained v times counts as ``revisit_penalty * v`` farther from the target, in
       the ``target`` draw (and ``progress``'s target seats) and when ``greedy`` compares the frontier with a cold
       draw: where re-training one problem teaches its skill less each time, a seed re-drawn often yields its seat
@@ -135,6 +138,7 @@ class PoolConfig:
     frontier_band: Fraction = 0.25
     frontier_batches: Annotated[Float, Field(ge=0.0, le=1e6)] = 4.0
     max_window_visits: PositiveInt | None = None
+    window_seat: Literal[WINDOW_SEATS] = "cold"
     revisit_penalty: Fraction = 0.0
     metrics_window: PositiveInt = 10
     max_child_fraction: Fraction = 0.5

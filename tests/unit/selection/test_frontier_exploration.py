@@ -151,7 +151,7 @@ def test_greedy_is_the_fixed_share_while_the_measured_frontier_is_rich():
 
 
 @pytest.mark.parametrize("bad", [{"exploration": "more"}, {"frontier_band": 1.5}, {"frontier_batches": -1},
-                                 {"max_window_visits": 0}, {"metrics_window": 0}, {"revisit_penalty": -0.1}])
+                                 {"max_window_visits": 0}, {"window_seat": "any"}, {"metrics_window": 0}, {"revisit_penalty": -0.1}])
 def test_bad_exploration_knobs_name_the_field(bad):
     with pytest.raises(ConfigError, match=next(iter(bad))):
         PoolConfig(**bad)
@@ -193,6 +193,41 @@ def test_the_bound_holds_after_the_cold_queue_is_empty(k, limit, window, boundar
     assert pool.num_cold == 0
     if limit < window:  # the bound binds: the frontier's favourites came back and were redrawn
         assert pool.metrics()["pool/revisit_cap_redraws"] > 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.integers(2, 12), limit=st.integers(1, 2), seed=st.integers(0, 9))
+def test_frontier_first_gives_a_bounded_seat_to_a_measured_record_while_one_is_free(k, limit, seed):
+    window = 4
+    pool = cold_pool(600, seed=seed, max_window_visits=limit, metrics_window=window, window_seat="frontier")
+    history = []
+    for step in range(20):
+        before = pool.metrics()
+        ids = draw_batch(pool, k, step)
+        pool.feedback({r: (r % 9, 8) for r in ids}, step)
+        pool.reinsert(step, k)
+        after = pool.metrics()
+        assert len(ids) == k and len(set(ids)) == k
+        history.append(ids)
+        recent = [r for batch in history[-window:] for r in batch]
+        assert max(recent.count(r) for r in set(recent)) <= limit
+        swaps = after["pool/revisit_cap_swaps"] - before["pool/revisit_cap_swaps"]
+        if step >= window + 1:  # measured records outside the window exist (far more than k): they take the seats
+            assert swaps == 0
+    assert pool.metrics()["pool/revisit_cap_redraws"] > 0
+
+
+def test_cold_first_and_frontier_first_differ_only_in_where_a_bounded_seat_goes():
+    runs = {}
+    for seat in ("cold", "frontier"):
+        pool = cold_pool(400, seed=3, max_window_visits=1, metrics_window=3, window_seat=seat)
+        for step in range(12):
+            ids = draw_batch(pool, 8, step)
+            pool.feedback({r: (r % 9, 8) for r in ids}, step)
+            pool.reinsert(step, 8)
+        runs[seat] = pool.metrics()
+    assert runs["cold"]["pool/revisit_cap_swaps"] > 0 and runs["frontier"]["pool/revisit_cap_redraws"] > 0
+    assert runs["frontier"]["pool/size_cold"] > runs["cold"]["pool/size_cold"]
 
 
 def test_a_pool_too_small_for_the_bound_still_fills_the_batch():

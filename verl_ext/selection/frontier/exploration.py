@@ -26,8 +26,9 @@
 
 ``max_window_visits`` (any rule; ``None`` = off) bounds re-selection: a frontier pick already trained that many
 times in the last ``metrics_window`` steps goes back to the pool and its seat to a never-measured record while the
-cold queue has any, then to the frontier draw's next pick among the records not trained that often; only when every
-scored record is (a pool smaller than a window of batches) does the pick keep its seat. Once the cold queue is
+cold queue has any, then to the frontier draw's next pick among the records not trained that often (in the other
+order under ``window_seat: frontier``); only when every scored record is (a pool smaller than a window of
+batches) does the pick keep its seat. Once the cold queue is
 empty the frontier would otherwise re-draw the same few records near the target every step: on the CPU task
 HeaPA-DAPO (33 prompts a step) emptied it by step 55-60 and by step 80 trained 131-151 distinct prompts per 10
 steps, up to 8 times each, instead of ~350 once each (docs/cpu_learning.md).
@@ -75,8 +76,8 @@ def cap_revisits(pool: QueryPool, picked: list[int],
                  redraw: Callable[[int], list[int]]) -> tuple[list[int], list[int], int]:
     """``max_window_visits``: withdrawn frontier picks trained that many times in the window go back to the buckets
     and their seats to cold records while there are any, then to ``redraw(n)`` (the frontier draw, run with every
-    saturated record hidden from it). Returns ``(kept and redrawn picks, cold replacements, number redrawn)``.
-    O(picks + window)."""
+    saturated record hidden from it); ``window_seat: frontier`` asks ``redraw`` first and the cold queue for what it
+    cannot fill. Returns ``(kept and redrawn picks, cold replacements, number redrawn)``. O(picks + window)."""
     limit = pool.config.max_window_visits
     if limit is None or not picked:
         return picked, [], 0
@@ -84,13 +85,16 @@ def cap_revisits(pool: QueryPool, picked: list[int],
     drop = [rid for rid in picked if rid in saturated]
     if not drop:
         return picked, [], 0
-    fresh = pool.pop_cold(min(len(drop), pool.num_cold))
+    frontier_first = pool.config.window_seat == "frontier"
+    fresh = [] if frontier_first else pool.pop_cold(min(len(drop), pool.num_cold))
     redrawn: list[int] = []
-    if len(drop) > len(fresh):  # the cold queue cannot take every seat: the frontier's next picks take the rest
+    if len(drop) > len(fresh):  # the cold queue cannot (or is not to) take every seat: the frontier's next picks
         hidden = sorted(rid for rid in saturated if rid in pool.buckets)
         pool.withdraw(hidden)
         redrawn = redraw(len(drop) - len(fresh))
         pool.restore(hidden)
+    if frontier_first and len(drop) > len(redrawn):
+        fresh = pool.pop_cold(min(len(drop) - len(redrawn), pool.num_cold))
     # Seats nothing could take stay with the first saturated picks; the others go back.
     back = drop[len(drop) - len(fresh) - len(redrawn):]
     pool.restore(back)
