@@ -54,3 +54,12 @@ def test_heapa_dapo_against_dapo_on_avg16(tmp_path):
     ratio = row["rollouts_to_target_log_ratio"]
     assert ratio["n"] == 3 and ratio["low"] < 0 < ratio["high"]  # fewer rollouts to DAPO's final: not shown
     assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}  # GRPO's step 0 too
+
+
+def test_heapa_dapo_against_its_target_draw_at_1280_rollouts(tmp_path):
+    summary = compare(tmp_path, ["heapa_dapo_target_epyc_80_avg16", "heapa_dapo_epyc_80_avg16"], "--baseline",
+                      "heapa_dapo_target_epyc_80_avg16", "--budgets", "1280", "--target", "none", seeds=5)
+    [row] = summary["against_baseline"]
+    at = row["at_budget"]["1280"]
+    assert at["n"] == 5 and 100 * at["mean"] == pytest.approx(0.2, abs=0.05) and 100 * at["low"] > -1
+    assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
