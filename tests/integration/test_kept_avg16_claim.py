@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,24 @@ def test_heapa_dapo_against_its_target_draw_at_1280_rollouts(tmp_path):
     at = row["at_budget"]["1280"]
     assert at["n"] == 5 and 100 * at["mean"] == pytest.approx(0.2, abs=0.05) and 100 * at["low"] > -1
     assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
+
+
+def test_the_frontier_seat_changes_heapa_grpos_batch_not_its_validation(tmp_path):
+    summary = compare(tmp_path, ["heapa_grpo_epyc_80_avg16", "heapa_grpo_seat_epyc_80_avg16"], "--baseline",
+                      "heapa_grpo_epyc_80_avg16", "--budgets", "1280", "--tail-from-step", "40", "--target", "none")
+    [row] = summary["against_baseline"]
+    tail = row["tail"]
+    assert tail["n"] == 8 and 100 * tail["mean"] == pytest.approx(0.2, abs=0.05) and tail["low"] < 0 < tail["high"]
+    zero = {run["method"]: run["zero_signal_mean"] for run in summary["runs"] if run["seed"] == "0"}
+    assert zero["heapa_grpo_seat_epyc_80_avg16"] < zero["heapa_grpo_epyc_80_avg16"] - 0.05
+
+
+def test_the_frontier_seat_on_heapa_dapo_against_dapo(tmp_path):
+    summary = compare(tmp_path, ["dapo_epyc_80_avg16", "heapa_dapo_seat_epyc_80_avg16"], "--baseline",
+                      "dapo_epyc_80_avg16", "--budgets", "1280", "--tail-from-step", "40", "--target", "auto", seeds=5)
+    [row] = summary["against_baseline"]
+    assert 100 * row["tail"]["low"] > -1 and 100 * row["at_budget"]["1280"]["low"] > -1
+    ratio = row["rollouts_to_target_log_ratio"]  # 0.73x [0.53x, 0.98x] on the 4 seeds where both reach 25.9 %
+    assert ratio["n"] == 4 and ratio["high"] < 0 and math.exp(ratio["mean"]) == pytest.approx(0.73, abs=0.005)
+    totals = {run["method"]: run["total_rollouts"] for run in summary["runs"] if run["seed"] == "1"}
+    assert totals["heapa_dapo_seat_epyc_80_avg16"] < 0.75 * totals["dapo_epyc_80_avg16"]
