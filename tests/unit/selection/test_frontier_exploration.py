@@ -151,7 +151,8 @@ def test_greedy_is_the_fixed_share_while_the_measured_frontier_is_rich():
 
 
 @pytest.mark.parametrize("bad", [{"exploration": "more"}, {"frontier_band": 1.5}, {"frontier_batches": -1},
-                                 {"max_window_visits": 0}, {"window_seat": "any"}, {"metrics_window": 0}, {"revisit_penalty": -0.1}])
+                                 {"max_window_visits": 0}, {"window_seat": "any"}, {"metrics_window": 0},
+                                 {"revisit_penalty": -0.1}])
 def test_bad_exploration_knobs_name_the_field(bad):
     with pytest.raises(ConfigError, match=next(iter(bad))):
         PoolConfig(**bad)
