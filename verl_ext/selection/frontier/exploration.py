@@ -85,16 +85,25 @@ def cap_revisits(pool: QueryPool, picked: list[int],
     drop = [rid for rid in picked if rid in saturated]
     if not drop:
         return picked, [], 0
-    frontier_first = pool.config.window_seat == "frontier"
-    fresh = [] if frontier_first else pool.pop_cold(min(len(drop), pool.num_cold))
-    redrawn: list[int] = []
-    if len(drop) > len(fresh):  # the cold queue cannot (or is not to) take every seat: the frontier's next picks
+
+    def cold(n: int) -> list[int]:
+        return pool.pop_cold(min(n, pool.num_cold))
+
+    def next_picks(n: int) -> list[int]:  # the frontier draw with every saturated record hidden from it
+        if n <= 0:
+            return []
         hidden = sorted(rid for rid in saturated if rid in pool.buckets)
         pool.withdraw(hidden)
-        redrawn = redraw(len(drop) - len(fresh))
+        picks = redraw(n)
         pool.restore(hidden)
-    if frontier_first and len(drop) > len(redrawn):
-        fresh = pool.pop_cold(min(len(drop) - len(redrawn), pool.num_cold))
+        return picks
+
+    if pool.config.window_seat == "frontier":
+        redrawn = next_picks(len(drop))
+        fresh = cold(len(drop) - len(redrawn))
+    else:
+        fresh = cold(len(drop))
+        redrawn = next_picks(len(drop) - len(fresh))
     # Seats nothing could take stay with the first saturated picks; the others go back.
     back = drop[len(drop) - len(fresh) - len(redrawn):]
     pool.restore(back)
