@@ -218,7 +218,7 @@ def test_frontier_first_gives_a_bounded_seat_to_a_measured_record_while_one_is_f
     assert pool.metrics()["pool/revisit_cap_redraws"] > 0
 
 
-def test_cold_first_and_frontier_first_differ_only_in_where_a_bounded_seat_goes():
+def test_cold_first_and_frontier_first_send_a_bounded_seat_to_different_places():
     runs = {}
     for seat in ("cold", "frontier"):
         pool = cold_pool(400, seed=3, max_window_visits=1, metrics_window=3, window_seat=seat)
