@@ -1,5 +1,6 @@
 """A step's rollouts in the simulator: GRPO's fixed groups, AR3PO's staged groups with response reuse, the
-step's ``k * n`` responses spread by the budget allocator, or Reinforce-Ada's rounds (``verl_ext.allocation``).
+step's ``k * n`` responses spread by the budget allocator, Reinforce-Ada's rounds (``verl_ext.allocation``), or
+DAPO's dynamic sampling (fixed groups, refilled until the batch holds ``k`` groups with signal).
 
 Why the real AR3PO core: the allocation rule under test is ``verl_ext.ar3po``'s ``StagePlanner`` and the reuse is
 its ``ResponseBank``, so the simulator measures the code the recipe runs; only generation is replaced by the
@@ -14,6 +15,7 @@ What each consumer hears (as in the recipe): ``passes``/``sizes`` are the genera
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,7 @@ class StepRollout:
     learn_passes: np.ndarray
     reused: int = 0
     learn_sizes: np.ndarray | None = None  # the groups the update sees, when not the generated ones (Reinforce-Ada)
+    trained: np.ndarray | None = None  # which groups the update sees (DAPO drops the rest); None = all
 
 
 def fixed_rollout(world: SyntheticWorld, ids: np.ndarray, n: int) -> StepRollout:
@@ -130,3 +133,35 @@ class RoundsRollout:
             active = active[~np.asarray(done, dtype=bool)]
         kept = np.array([kept_passes(int(p), int(m), self.n) for p, m in zip(passes, sizes)], dtype=np.int64)
         return StepRollout(passes, sizes, kept, learn_sizes=np.full(len(ids), self.n, dtype=np.int64))
+
+
+def dynamic_rollout(world: SyntheticWorld, select: Callable[[int], list[int]], k: int, n: int,
+                    budget_left: int) -> tuple[np.ndarray, StepRollout]:
+    """DAPO's dynamic sampling as verl 0.9.1's replay buffer runs it (``ReplayBuffer.sample`` with
+    ``filter_groups``): ``k`` prompts, then every all-right or all-wrong group earns two refill prompts, at most
+    ``k`` dispatched at once, until ``k`` groups with signal are in; the first ``k`` of them train, the others
+    (dropped and surplus) are generated and heard by the pool but not trained. ``select(m)`` hands out up to ``m``
+    records; refills stop early when it has none or the run's budget (``budget_left`` responses) is spent.
+    Returns the generated records and their rollout (``trained`` marks the groups the update sees)."""
+    ids = np.asarray(select(k), dtype=np.int64)
+    passes = world.rollout(ids, n)
+    parts_ids, parts_passes = [ids], [passes]
+    signal = (passes > 0) & (passes < n)
+    mixed, credit = int(signal.sum()), 2 * int((~signal).sum())
+    generated = len(ids) * n
+    while mixed < k and credit > 0 and generated < budget_left:
+        more = np.asarray(select(min(credit, k)), dtype=np.int64)
+        if not len(more):
+            break
+        credit -= len(more)
+        drawn = world.rollout(more, n)
+        signal = (drawn > 0) & (drawn < n)
+        mixed += int(signal.sum())
+        credit += 2 * int((~signal).sum())
+        generated += len(more) * n
+        parts_ids.append(more)
+        parts_passes.append(drawn)
+    ids, passes = np.concatenate(parts_ids), np.concatenate(parts_passes)
+    trained = (passes > 0) & (passes < n)
+    trained[np.flatnonzero(trained)[k:]] = False  # the surplus beyond k groups with signal
+    return ids, StepRollout(passes, np.full(len(ids), n, dtype=np.int64), passes, trained=trained)

@@ -29,7 +29,7 @@ from verl_ext.sim.augment import SimAugmenter
 from verl_ext.sim.config import ScenarioConfig
 from verl_ext.allocation import AllocationConfig, RoundsConfig
 from verl_ext.sim.rollout import (AllocatedRollout, RoundsRollout, StagedRollout, StepRollout, ar3po_config,
-                                  fixed_rollout)
+                                  dynamic_rollout, fixed_rollout)
 from verl_ext.sim.world import SyntheticWorld
 
 
@@ -45,6 +45,7 @@ class SimStrategy:
     ar3po: dict[str, Any] | None = None  # AR3POConfig fields: staged groups up to train.n, reuse; None = fixed n
     allocation: dict[str, Any] | None = None  # AllocationConfig fields: k * n responses spread; None = fixed n
     rounds: dict[str, Any] | None = None  # RoundsConfig fields: Reinforce-Ada's rounds; None = fixed n
+    dynamic: bool = False  # DAPO's dynamic sampling: refill until k groups with signal (fixed n groups only)
 
 
 # stages of 4 up to the scenario's train.n (the ceiling), reuse of a success banked within 64 steps
@@ -89,6 +90,14 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "reinforce_ada": SimStrategy("uniform", rounds={}),
     "reinforce_ada_positive": SimStrategy("uniform", rounds={"exit": "positive"}),
     "heapa_reinforce_ada": SimStrategy("boundary", augment=True, lineage=True, rounds={}),
+    # DAPO's dynamic sampling (verl's refill rule, verl_ext.sim.rollout.dynamic_rollout); heapa_dapo's frontier
+    # is the split (`progress`), its two draws alone beside it (docs/sim.md)
+    "dapo": SimStrategy("uniform", dynamic=True),
+    "heapa_dapo": SimStrategy("boundary", augment=True, lineage=True, pool={"boundary": "progress"}, dynamic=True),
+    "heapa_dapo_target": SimStrategy("boundary", augment=True, lineage=True, pool={"boundary": "target"},
+                                     dynamic=True),
+    "heapa_dapo_signal": SimStrategy("boundary", augment=True, lineage=True, pool={"boundary": "signal"},
+                                     dynamic=True),
 }
 
 StrategyFactory = Callable[[SyntheticWorld, int], Strategy]
@@ -203,9 +212,9 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
         strat = build_sim_strategy(strategy, config, world, strategy_seed, probe)
     refresher = LineageRefresher(pool, config.lineage_config()) if spec.lineage else None
     augmenter = SimAugmenter(config.augment, world, pool, refresher, rng_aug) if spec.augment else None
-    if sum(x is not None for x in (spec.ar3po, spec.allocation, spec.rounds)) > 1:
-        raise ValueError(f"simulator strategy {strategy!r}: AR3PO's stages, the allocator and Reinforce-Ada's rounds "
-                         "each size the groups; pick one")
+    if sum(x is not None for x in (spec.ar3po, spec.allocation, spec.rounds)) + spec.dynamic > 1:
+        raise ValueError(f"simulator strategy {strategy!r}: AR3PO's stages, the allocator, Reinforce-Ada's rounds "
+                         "and DAPO's dynamic sampling each size the groups; pick one")
     staged: StagedRollout | AllocatedRollout | RoundsRollout | None = None
     if spec.ar3po is not None:
         staged = StagedRollout(ar3po_config(spec.ar3po, config.train), world, n_train)
@@ -214,7 +223,7 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
     elif spec.rounds is not None:
         staged = RoundsRollout(RoundsConfig(**spec.rounds), world, config.train.n)
 
-    result = _train(config, world, pool, strat, augmenter, refresher, staged)
+    result = _train(config, world, pool, strat, augmenter, refresher, staged, spec.dynamic)
     result.strategy, result.seed = strategy, seed
     result.augment = dict(augmenter.counts) if augmenter else {}
     result.verify_forwards = probe.calls
@@ -225,21 +234,29 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
 
 def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat: Strategy,
            augmenter: SimAugmenter | None, refresher: LineageRefresher | None,
-           staged: StagedRollout | AllocatedRollout | RoundsRollout | None = None) -> RunResult:
+           staged: StagedRollout | AllocatedRollout | RoundsRollout | None = None,
+           dynamic: bool = False) -> RunResult:
     """The step loop, until the rollout budget is spent or the pool has nothing left to hand out. Feedback,
-    observe, augmentation and the cost hear the generated groups (size m each); the update also the reused success."""
+    observe, augmentation and the cost hear the generated groups (size m each); the update also the reused success,
+    and under ``dynamic`` only the groups DAPO keeps."""
     train = config.train
     k = train.batch_size
     out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
     spent, step = 0, 0
     in_flight: deque[tuple[int, int, np.ndarray, StepRollout]] = deque()  # (trains at, selected at, ids, rollout)
     while spent < train.budget_rollouts:
-        batch = strat.select(pool, k, step)
+        if dynamic:
+            ids, draw = dynamic_rollout(world, lambda m: strat.select(pool, m, step), k, train.n,
+                                        train.budget_rollouts - spent)
+            batch = ids.tolist()
+        else:
+            batch = strat.select(pool, k, step)
         if not batch and not in_flight:
             break
         if batch:
-            ids = np.asarray(batch, dtype=np.int64)
-            draw = fixed_rollout(world, ids, train.n) if staged is None else staged(ids, step)
+            if not dynamic:
+                ids = np.asarray(batch, dtype=np.int64)
+                draw = fixed_rollout(world, ids, train.n) if staged is None else staged(ids, step)
             spent += int(draw.sizes.sum())
             in_flight.append((step + train.feedback_delay, step, ids, draw))
         # Due batches train; so does everything in flight once the budget is spent (the run's last step) or when
@@ -266,7 +283,9 @@ def _train_on(world: SyntheticWorld, pool: QueryPool, strat: Strategy, augmenter
     results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}
     pool.feedback(results, step, dict.fromkeys(results, selected) if selected < step else None)
     strat.observe(results, step)
-    world.learn(ids, draw.learn_passes, sizes if draw.learn_sizes is None else draw.learn_sizes, batch_size=k)
+    learn_sizes = sizes if draw.learn_sizes is None else draw.learn_sizes
+    kept = slice(None) if draw.trained is None else draw.trained
+    world.learn(ids[kept], draw.learn_passes[kept], learn_sizes[kept], batch_size=k)
     out.groups += len(ids)
     out.reused += draw.reused
     out.zero_variance_groups += int(np.count_nonzero((passes == 0) | (passes == sizes)))

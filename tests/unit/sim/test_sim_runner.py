@@ -100,6 +100,10 @@ def test_every_simulator_strategy_runs_and_counts_its_costs():
             assert res.steps < 5 and 16 * 8 * 5 <= res.rollouts[-1] == res.responses <= 16 * 8 * 5 + 16 * 32
             assert len(res.accuracy) == res.steps + 1
             continue
+        if SIM_STRATEGIES[name].dynamic:  # DAPO's refills: more groups a step, fewer steps, one batch over at most
+            assert res.steps <= 5 and 16 * 8 * 5 <= res.rollouts[-1] == res.responses < 16 * 8 * 6
+            assert len(res.accuracy) == res.steps + 1
+            continue
         assert res.steps == 5 and res.rollouts[-1] == 16 * 8 * 5 and len(res.accuracy) == 6
         assert (res.verify_forwards > 0) == name.startswith("hive")
     with pytest.raises(ValueError, match="unknown simulator strategy"):

@@ -1,0 +1,91 @@
+"""DAPO's dynamic sampling in the simulator: verl 0.9.1's refill rule (two prompts per dropped group, at most k
+dispatched at once, until k groups with signal), the first k such groups train, every generated group is paid for
+and heard by the pool."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verl_ext.sim import SIM_STRATEGIES, ScenarioConfig, run_simulation
+from verl_ext.sim.rollout import dynamic_rollout
+from verl_ext.sim.runner import SimStrategy
+
+SMALL = {"name": "small", "prompts": {"n_train": 200, "n_test": 100, "n_topics": 2},
+         "learner": {"learning_rate": 0.03},
+         "train": {"batch_size": 8, "n": 8, "budget_rollouts": 8 * 8 * 12, "target_accuracy": 0.5, "eval_every": 4},
+         "pool": {"max_pool_size": 300}}
+
+
+class ScriptedWorld:
+    """Passes per record id, fixed in advance."""
+
+    def __init__(self, passes: dict[int, int]) -> None:
+        self.passes = passes
+
+    def rollout(self, ids, n):
+        return np.asarray([self.passes[int(i)] for i in ids], dtype=np.int64)
+
+
+class Handout:
+    """Hands out ids 0, 1, 2, ... in order, and records how many each call asked for."""
+
+    def __init__(self, records: int) -> None:
+        self.next, self.records, self.asked = 0, records, []
+
+    def __call__(self, m: int) -> list[int]:
+        self.asked.append(m)
+        out = list(range(self.next, min(self.next + m, self.records)))
+        self.next += len(out)
+        return out
+
+
+def test_each_dropped_group_earns_two_refills_and_the_first_k_with_signal_train():
+    # k = 4, n = 4: [0, 2, 4, 1] has 2 groups with signal and earns 4 refills; [0, 0, 3, 4] one more with signal
+    # and 6 refills, at most 4 at once; [2, 2, 2, 2] completes the batch and its surplus is dropped.
+    world = ScriptedWorld(dict(enumerate([0, 2, 4, 1, 0, 0, 3, 4, 2, 2, 2, 2, 1, 1])))
+    handout = Handout(14)
+    ids, draw = dynamic_rollout(world, handout, k=4, n=4, budget_left=10_000)
+    assert handout.asked == [4, 4, 4]
+    assert ids.tolist() == list(range(12))
+    assert draw.sizes.tolist() == [4] * 12
+    assert np.flatnonzero(draw.trained).tolist() == [1, 3, 6, 8]
+
+
+def test_refills_stop_when_the_pool_has_nothing_or_the_budget_is_spent():
+    all_wrong = ScriptedWorld(dict.fromkeys(range(100), 0))
+    ids, draw = dynamic_rollout(all_wrong, Handout(10), k=4, n=4, budget_left=10_000)
+    assert len(ids) == 10 and not draw.trained.any()
+    handout = Handout(100)
+    ids, draw = dynamic_rollout(all_wrong, handout, k=4, n=4, budget_left=40)  # 10 groups of 4 responses
+    assert handout.asked == [4, 4, 4] and len(ids) == 12 and not draw.trained.any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=60), st.integers(1, 8))
+def test_the_update_sees_min_k_groups_with_signal_and_every_generated_group_is_paid(passes, k):
+    world = ScriptedWorld(dict(enumerate(passes)))
+    handout = Handout(len(passes))
+    ids, draw = dynamic_rollout(world, handout, k=k, n=4, budget_left=10_000)
+    signal = (draw.passes > 0) & (draw.passes < 4)
+    assert draw.trained.sum() == min(k, signal.sum())
+    assert not (draw.trained & ~signal).any()
+    assert len(set(ids.tolist())) == len(ids) == handout.next
+    assert max(handout.asked) <= k
+    assert signal.sum() >= k or handout.next == len(passes)  # it stops short only when the pool ran out
+
+
+@pytest.mark.parametrize("name", ["dapo", "heapa_dapo", "heapa_dapo_target", "heapa_dapo_signal"])
+def test_dynamic_runs_pay_for_dropped_groups_and_repeat(name):
+    res = run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5)
+    plain = run_simulation(ScenarioConfig.from_dict(SMALL), "uniform", seed=5)
+    assert res.responses >= plain.responses and res.responses_per_prompt == 8.0
+    assert res.groups > 8 * res.steps  # refills: more groups generated than a step trains
+    assert res.steps <= plain.steps
+    assert res.same_outcome(run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5))
+
+
+def test_dynamic_sampling_and_staged_groups_do_not_combine(monkeypatch):
+    monkeypatch.setitem(SIM_STRATEGIES, "both", SimStrategy("uniform", ar3po={}, dynamic=True))
+    with pytest.raises(ValueError, match="dynamic sampling each size the groups"):
+        run_simulation(ScenarioConfig.from_dict(SMALL), "both", seed=0)
