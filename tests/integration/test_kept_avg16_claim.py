@@ -96,3 +96,15 @@ def test_heapa_dapos_frontier_seat_against_its_target_draw_at_1280_rollouts(tmp_
     at = row["at_budget"]["1280"]
     assert at["n"] == 8 and 100 * at["mean"] == pytest.approx(-0.2, abs=0.05) and 100 * at["low"] > -1
     assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
+
+
+def test_heapa_dapos_frontier_seat_against_the_cold_seat(tmp_path):
+    summary = compare(tmp_path, ["heapa_dapo_epyc_80_avg16", "heapa_dapo_seat_epyc_80_avg16"], "--baseline",
+                      "heapa_dapo_epyc_80_avg16", "--budgets", "1280,2560", "--tail-from-step", "40", "--target",
+                      "auto", seeds=6)
+    [row] = summary["against_baseline"]
+    early = [row["at_budget"][b] for b in ("1280", "2560")]
+    assert [round(100 * a["mean"], 1) for a in early] == [-0.5, -0.9] and all(a["high"] < 0 for a in early)
+    assert 100 * row["tail"]["mean"] == pytest.approx(0.4, abs=0.05)
+    ratio = row["rollouts_to_target_log_ratio"]  # 0.77x [0.70x, 0.84x] the cold seat's rollouts to its final
+    assert ratio["high"] < 0 and math.exp(ratio["mean"]) == pytest.approx(0.77, abs=0.005)
