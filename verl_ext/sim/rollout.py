@@ -143,25 +143,25 @@ def dynamic_rollout(world: SyntheticWorld, select: Callable[[int], list[int]], k
     (dropped and surplus) are generated and heard by the pool but not trained. ``select(m)`` hands out up to ``m``
     records; refills stop early when it has none or the run's budget (``budget_left`` responses) is spent.
     Returns the generated records and their rollout (``trained`` marks the groups the update sees)."""
-    ids = np.asarray(select(k), dtype=np.int64)
-    passes = world.rollout(ids, n)
-    parts_ids, parts_passes = [ids], [passes]
-    signal = (passes > 0) & (passes < n)
-    mixed, credit = int(signal.sum()), 2 * int((~signal).sum())
-    generated = len(ids) * n
+    parts_ids, parts_passes = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
+    mixed, generated, credit = 0, 0, k  # the first k prompts are the step's own dispatch
     while mixed < k and credit > 0 and generated < budget_left:
         more = np.asarray(select(min(credit, k)), dtype=np.int64)
         if not len(more):
             break
-        credit -= len(more)
         drawn = world.rollout(more, n)
-        signal = (drawn > 0) & (drawn < n)
+        signal = _signal(drawn, n)
         mixed += int(signal.sum())
-        credit += 2 * int((~signal).sum())
+        credit += 2 * int((~signal).sum()) - len(more)
         generated += len(more) * n
         parts_ids.append(more)
         parts_passes.append(drawn)
     ids, passes = np.concatenate(parts_ids), np.concatenate(parts_passes)
-    trained = (passes > 0) & (passes < n)
+    trained = _signal(passes, n)
     trained[np.flatnonzero(trained)[k:]] = False  # the surplus beyond k groups with signal
     return ids, StepRollout(passes, np.full(len(ids), n, dtype=np.int64), passes, trained=trained)
+
+
+def _signal(passes: np.ndarray, n: int) -> np.ndarray:
+    """Groups with both a right and a wrong response (DAPO keeps these)."""
+    return (passes > 0) & (passes < n)

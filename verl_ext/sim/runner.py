@@ -26,7 +26,7 @@ from verl_ext.pool import QueryPool
 from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import Strategy, build_strategy, get_strategy_class
 from verl_ext.sim.augment import SimAugmenter
-from verl_ext.sim.config import ScenarioConfig
+from verl_ext.sim.config import ScenarioConfig, TrainConfig
 from verl_ext.allocation import AllocationConfig, RoundsConfig
 from verl_ext.sim.rollout import (AllocatedRollout, RoundsRollout, StagedRollout, StepRollout, ar3po_config,
                                   dynamic_rollout, fixed_rollout)
@@ -245,23 +245,16 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
     spent, step = 0, 0
     in_flight: deque[tuple[int, int, np.ndarray, StepRollout]] = deque()  # (trains at, selected at, ids, rollout)
     while spent < train.budget_rollouts:
-        if dynamic:
-            ids, draw = dynamic_rollout(world, lambda m: strat.select(pool, m, step), k, train.n,
-                                        train.budget_rollouts - spent)
-            batch = ids.tolist()
-        else:
-            batch = strat.select(pool, k, step)
-        if not batch and not in_flight:
+        drawn = _select_and_roll(world, pool, strat, staged, dynamic, train, step, train.budget_rollouts - spent)
+        if drawn is None and not in_flight:
             break
-        if batch:
-            if not dynamic:
-                ids = np.asarray(batch, dtype=np.int64)
-                draw = fixed_rollout(world, ids, train.n) if staged is None else staged(ids, step)
+        if drawn is not None:
+            ids, draw = drawn
             spent += int(draw.sizes.sum())
             in_flight.append((step + train.feedback_delay, step, ids, draw))
         # Due batches train; so does everything in flight once the budget is spent (the run's last step) or when
         # the pool had nothing to hand out (its records are all in flight: waiting would stall the loop).
-        while in_flight and (in_flight[0][0] <= step or spent >= train.budget_rollouts or not batch):
+        while in_flight and (in_flight[0][0] <= step or spent >= train.budget_rollouts or drawn is None):
             _, selected, ids, draw = in_flight.popleft()
             _train_on(world, pool, strat, augmenter, out, ids, draw, step, k, selected)
         if refresher is not None:
@@ -273,6 +266,21 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
             out.accuracy.append(world.test_accuracy())
     out.steps, out.responses = step, spent
     return out
+
+
+def _select_and_roll(world: SyntheticWorld, pool: QueryPool, strat: Strategy,
+                     staged: StagedRollout | AllocatedRollout | RoundsRollout | None, dynamic: bool,
+                     train: TrainConfig, step: int, budget_left: int) -> tuple[np.ndarray, StepRollout] | None:
+    """The step's records and their rollout; ``None`` when the pool hands out nothing. Under ``dynamic`` DAPO's
+    refills select more records as dropped groups come back."""
+    if dynamic:
+        ids, draw = dynamic_rollout(world, lambda m: strat.select(pool, m, step), train.batch_size, train.n,
+                                    budget_left)
+        return (ids, draw) if len(ids) else None
+    ids = np.asarray(strat.select(pool, train.batch_size, step), dtype=np.int64)
+    if not len(ids):
+        return None
+    return ids, fixed_rollout(world, ids, train.n) if staged is None else staged(ids, step)
 
 
 def _train_on(world: SyntheticWorld, pool: QueryPool, strat: Strategy, augmenter: SimAugmenter | None,

@@ -6,23 +6,17 @@ import pytest
 
 from verl_ext.allocation import AllocationConfig
 from verl_ext.pool import PoolConfig, QueryPool
-from verl_ext.sim import SIM_STRATEGIES, ScenarioConfig, run_simulation
+from verl_ext.sim import SIM_STRATEGIES, run_simulation
 from verl_ext.sim.config import LearnerConfig, PromptsConfig
 from verl_ext.sim.rollout import AllocatedRollout
 from verl_ext.sim.runner import SimStrategy
 from verl_ext.sim.world import SyntheticWorld
 
-SMALL = {"name": "small", "prompts": {"n_train": 200, "n_test": 100, "n_topics": 2},
-         "learner": {"learning_rate": 0.03},
-         "train": {"batch_size": 8, "n": 8, "budget_rollouts": 8 * 8 * 12, "target_accuracy": 0.5, "eval_every": 4},
-         "pool": {"max_pool_size": 300}}
-
-
 @pytest.mark.parametrize("name", ["uniform_alloc", "heapa_alloc", "heapa_signal_alloc"])
-def test_allocated_runs_spend_fixed_ns_budget_in_uneven_groups(name):
-    res = run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5)
+def test_allocated_runs_spend_fixed_ns_budget_in_uneven_groups(name, small_scenario):
+    res = run_simulation(small_scenario(), name, seed=5)
     assert res.responses == 768 and res.responses_per_prompt == 8.0 and res.steps == 12
-    assert res.same_outcome(run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5))
+    assert res.same_outcome(run_simulation(small_scenario(), name, seed=5))
 
 
 def test_the_allocation_follows_the_pools_estimates():
@@ -40,18 +34,18 @@ def test_the_allocation_follows_the_pools_estimates():
     assert sizes.sum() == 32 and sizes[1] > 8 and sizes[2] > 8 and sizes[0] < 8 and sizes[3] < 8
 
 
-def test_stages_and_allocation_do_not_combine(monkeypatch):
+def test_stages_and_allocation_do_not_combine(monkeypatch, small_scenario):
     monkeypatch.setitem(SIM_STRATEGIES, "both", SimStrategy("uniform", ar3po={}, allocation={}))
     with pytest.raises(ValueError, match="each size the groups"):
-        run_simulation(ScenarioConfig.from_dict(SMALL), "both", seed=0)
+        run_simulation(small_scenario(), "both", seed=0)
 
 
 @pytest.mark.parametrize("name", ["reinforce_ada", "reinforce_ada_positive", "heapa_reinforce_ada"])
-def test_reinforce_ada_samples_more_and_updates_on_groups_of_n(name):
-    res = run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5)
+def test_reinforce_ada_samples_more_and_updates_on_groups_of_n(name, small_scenario):
+    res = run_simulation(small_scenario(), name, seed=5)
     assert res.responses >= 768 and res.responses_per_prompt >= 8.0  # the budget runs out in fewer steps
     assert res.steps < 12 or res.responses_per_prompt == 8.0
-    assert res.same_outcome(run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5))
+    assert res.same_outcome(run_simulation(small_scenario(), name, seed=5))
 
 
 def test_a_prompt_leaves_its_rounds_once_balanced_or_capped():

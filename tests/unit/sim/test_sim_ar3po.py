@@ -5,22 +5,12 @@ import numpy as np
 import pytest
 
 from verl_ext.pool import QueryPool
-from verl_ext.sim import SIM_STRATEGIES, ScenarioConfig, run_simulation
+from verl_ext.sim import SIM_STRATEGIES, run_simulation
 from verl_ext.sim.config import LearnerConfig, PromptsConfig, TrainConfig
 from verl_ext.sim.rollout import StagedRollout, ar3po_config
 from verl_ext.sim.world import SyntheticWorld
 
 AR3PO_NAMES = ("uniform_ar3po", "uniform_ar3po_mixed", "heapa_ar3po", "heapa_ar3po_mixed")
-
-SMALL = {"name": "small", "prompts": {"n_train": 200, "n_test": 100, "n_topics": 2},
-         "learner": {"learning_rate": 0.03},
-         "train": {"batch_size": 8, "n": 8, "budget_rollouts": 8 * 8 * 12, "target_accuracy": 0.5, "eval_every": 4},
-         "pool": {"max_pool_size": 300}}
-
-
-def small(**train):
-    return ScenarioConfig.from_dict({**SMALL, "train": {**SMALL["train"], **train}})
-
 
 def world(n_topics=2, **learner):
     rngs = [np.random.default_rng(s) for s in range(3)]
@@ -40,8 +30,8 @@ BEFORE = {
 
 
 @pytest.mark.parametrize("name", sorted(BEFORE))
-def test_fixed_n_runs_match_the_simulator_before_ar3po(name):
-    res = run_simulation(small(), name, seed=5)
+def test_fixed_n_runs_match_the_simulator_before_ar3po(name, small_scenario):
+    res = run_simulation(small_scenario(), name, seed=5)
     rollouts, accuracy, zero_var = BEFORE[name]
     assert res.rollouts == rollouts and res.zero_variance_groups == zero_var
     assert res.accuracy == pytest.approx(accuracy, rel=1e-12, abs=0)
@@ -103,7 +93,7 @@ def staged(probs, extend="unsolved", n=8, **reuse):
     return StagedRollout(cfg, stub, records=len(probs)), stub
 
 
-def test_ceiling_is_train_n_and_sizes_stay_within_k1_and_it():
+def test_ceiling_is_train_n_and_sizes_stay_within_k1_and_it(small_scenario):
     cfg = ar3po_config(SIM_STRATEGIES["uniform_ar3po"].ar3po, TrainConfig(n=16))
     assert (cfg.k1, cfg.k_s, cfg.max_stages, cfg.max_per_prompt, cfg.reuse.max_age) == (4, 4, 4, 16, 64)
     roll, stub = staged([0.0, 1.0, 0.5, 0.1, 0.9, 0.0], n=16)
@@ -112,12 +102,12 @@ def test_ceiling_is_train_n_and_sizes_stay_within_k1_and_it():
     assert all(4 <= s <= 16 and s % 4 == 0 for s in sizes)
     assert stub.draws[0] == (list(range(6)), [4] * 6)  # stage 1: k1 for everyone, one draw
     for name in AR3PO_NAMES:
-        res = run_simulation(small(), name, seed=1)
+        res = run_simulation(small_scenario(), name, seed=1)
         assert 4 <= res.responses_per_prompt <= 8 and res.responses == res.rollouts[-1]
 
 
-def test_ar3po_runs_are_deterministic():
-    cfg = small()
+def test_ar3po_runs_are_deterministic(small_scenario):
+    cfg = small_scenario()
     for name in AR3PO_NAMES:
         a, b = run_simulation(cfg, name, seed=2), run_simulation(cfg, name, seed=2)
         assert a.same_outcome(b)
@@ -151,7 +141,7 @@ def test_reuse_fills_only_all_wrong_groups_with_a_fresh_banked_success():
         staged(probs, mode="append")
 
 
-def test_reused_successes_reach_the_update_but_never_the_pool(monkeypatch):
+def test_reused_successes_reach_the_update_but_never_the_pool(monkeypatch, small_scenario):
     heard, learned = [], []
     feedback, learn = QueryPool.feedback, SyntheticWorld.learn
 
@@ -165,10 +155,10 @@ def test_reused_successes_reach_the_update_but_never_the_pool(monkeypatch):
 
     monkeypatch.setattr(QueryPool, "feedback", spy_feedback)
     monkeypatch.setattr(SyntheticWorld, "learn", spy_learn)
-    cfg = ScenarioConfig.from_dict({**SMALL, "prompts": {"n_train": 30, "n_test": 50, "n_topics": 2,
-                                                         "difficulty": [{"weight": 1.0, "mean": 2.0, "std": 1.0}]},
-                                    "pool": {"max_pool_size": 60, "reinsertion": {"trigger": "always"}},
-                                    "train": {**SMALL["train"], "budget_rollouts": 8 * 8 * 30}})
+    cfg = small_scenario(prompts={"n_train": 30, "n_test": 50, "n_topics": 2,
+                                  "difficulty": [{"weight": 1.0, "mean": 2.0, "std": 1.0}]},
+                         pool={"max_pool_size": 60, "reinsertion": {"trigger": "always"}},
+                         train={"budget_rollouts": 8 * 8 * 30})
     res = run_simulation(cfg, "uniform_ar3po", seed=0)
     assert res.reused > 0 and len(heard) == len(learned) == res.steps
     extra = 0
@@ -203,10 +193,10 @@ def test_mixed_never_extends_an_all_equal_first_stage():
                 assert sum(accs[:4]) == 0  # the paper's rule extends only groups without a success
 
 
-def test_allocation_table_pairs_each_variant_with_its_base_by_seed():
+def test_allocation_table_pairs_each_variant_with_its_base_by_seed(small_scenario):
     from verl_ext.sim.report import format_allocation_table, paired_against
 
-    cfg = small()
+    cfg = small_scenario()
     runs = [run_simulation(cfg, name, seed) for name in ("uniform", "uniform_ar3po") for seed in range(3)]
     diff = paired_against(runs, "uniform_ar3po", "uniform", resamples=200)
     by = {(r.strategy, r.seed): r for r in runs}

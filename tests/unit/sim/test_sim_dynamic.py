@@ -7,15 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.sim import SIM_STRATEGIES, ScenarioConfig, run_simulation
+from verl_ext.sim import SIM_STRATEGIES, run_simulation
 from verl_ext.sim.rollout import dynamic_rollout
 from verl_ext.sim.runner import SimStrategy
-
-SMALL = {"name": "small", "prompts": {"n_train": 200, "n_test": 100, "n_topics": 2},
-         "learner": {"learning_rate": 0.03},
-         "train": {"batch_size": 8, "n": 8, "budget_rollouts": 8 * 8 * 12, "target_accuracy": 0.5, "eval_every": 4},
-         "pool": {"max_pool_size": 300}}
-
 
 class ScriptedWorld:
     """Passes per record id, fixed in advance."""
@@ -76,16 +70,16 @@ def test_the_update_sees_min_k_groups_with_signal_and_every_generated_group_is_p
 
 
 @pytest.mark.parametrize("name", ["dapo", "heapa_dapo", "heapa_dapo_target", "heapa_dapo_signal"])
-def test_dynamic_runs_pay_for_dropped_groups_and_repeat(name):
-    res = run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5)
-    plain = run_simulation(ScenarioConfig.from_dict(SMALL), "uniform", seed=5)
+def test_dynamic_runs_pay_for_dropped_groups_and_repeat(name, small_scenario):
+    res = run_simulation(small_scenario(), name, seed=5)
+    plain = run_simulation(small_scenario(), "uniform", seed=5)
     assert res.responses >= plain.responses and res.responses_per_prompt == 8.0
     assert res.groups > 8 * res.steps  # refills: more groups generated than a step trains
     assert res.steps <= plain.steps
-    assert res.same_outcome(run_simulation(ScenarioConfig.from_dict(SMALL), name, seed=5))
+    assert res.same_outcome(run_simulation(small_scenario(), name, seed=5))
 
 
-def test_dynamic_sampling_and_staged_groups_do_not_combine(monkeypatch):
+def test_dynamic_sampling_and_staged_groups_do_not_combine(monkeypatch, small_scenario):
     monkeypatch.setitem(SIM_STRATEGIES, "both", SimStrategy("uniform", ar3po={}, dynamic=True))
     with pytest.raises(ValueError, match="dynamic sampling each size the groups"):
-        run_simulation(ScenarioConfig.from_dict(SMALL), "both", seed=0)
+        run_simulation(small_scenario(), "both", seed=0)

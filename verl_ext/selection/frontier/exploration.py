@@ -29,9 +29,9 @@ times in the last ``metrics_window`` steps goes back to the pool and its seat to
 cold queue has any, then to the frontier draw's next pick among the records not trained that often (in the other
 order under ``window_seat: frontier``); only when every scored record is (a pool smaller than a window of
 batches) does the pick keep its seat. Once the cold queue is empty the frontier would otherwise re-draw the same
-few records near the target every step: on the CPU task
-HeaPA-DAPO (33 prompts a step) emptied it by step 55-60 and by step 80 trained 131-151 distinct prompts per 10
-steps, up to 8 times each, instead of ~350 once each (docs/cpu_learning.md).
+few records near the target every step: on the CPU task HeaPA-DAPO (33 prompts a step) emptied it by step 55-60
+and by step 80 trained 131-151 distinct prompts per 10 steps, up to 8 times each, instead of ~350 once each
+(docs/cpu_learning.md).
 
 Every rule takes cold records only while the cold queue has some, and all of them when the scored records cannot
 fill the batch. What the rule reads (``ColdYield``, ``F_d``, the frontier set, the records trained in the window)
