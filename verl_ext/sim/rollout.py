@@ -40,6 +40,7 @@ class StepRollout:
     reused: int = 0
     learn_sizes: np.ndarray | None = None  # the groups the update sees, when not the generated ones (Reinforce-Ada)
     trained: np.ndarray | None = None  # which groups the update sees (DAPO drops the rest); None = all
+    heard: np.ndarray | None = None  # groups the pool already heard within the step (DAPO's evicted ones)
 
 
 def fixed_rollout(world: SyntheticWorld, ids: np.ndarray, n: int) -> StepRollout:
@@ -136,13 +137,16 @@ class RoundsRollout:
 
 
 def dynamic_rollout(world: SyntheticWorld, select: Callable[[int], list[int]], k: int, n: int,
-                    budget_left: int) -> tuple[np.ndarray, StepRollout]:
+                    budget_left: int, hear: Callable[[np.ndarray, np.ndarray], None] | None = None
+                    ) -> tuple[np.ndarray, StepRollout]:
     """DAPO's dynamic sampling as verl 0.9.1's replay buffer runs it (``ReplayBuffer.sample`` with
     ``filter_groups``): ``k`` prompts, then every all-right or all-wrong group earns two refill prompts, at most
     ``k`` dispatched at once, until ``k`` groups with signal are in; the first ``k`` of them train, the others
     (dropped and surplus) are generated and heard by the pool but not trained. ``select(m)`` hands out up to ``m``
     records; refills stop early when it has none or the run's budget (``budget_left`` responses) is spent.
-    Returns the generated records and their rollout (``trained`` marks the groups the update sees)."""
+    ``hear(ids, passes)`` gets each round's groups without signal as they come back, before the refills they earn
+    are selected (the recipe's replay buffer reports verl's evictions to the pool at once); they are marked
+    ``heard``. Returns the generated records and their rollout (``trained`` marks the groups the update sees)."""
     parts_ids, parts_passes = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
     mixed, generated, credit = 0, 0, k  # the first k prompts are the step's own dispatch
     while mixed < k and credit > 0 and generated < budget_left:
@@ -151,6 +155,8 @@ def dynamic_rollout(world: SyntheticWorld, select: Callable[[int], list[int]], k
             break
         drawn = world.rollout(more, n)
         signal = _signal(drawn, n)
+        if hear is not None and not signal.all():
+            hear(more[~signal], drawn[~signal])
         mixed += int(signal.sum())
         credit += 2 * int((~signal).sum()) - len(more)
         generated += len(more) * n
@@ -158,8 +164,9 @@ def dynamic_rollout(world: SyntheticWorld, select: Callable[[int], list[int]], k
         parts_passes.append(drawn)
     ids, passes = np.concatenate(parts_ids), np.concatenate(parts_passes)
     trained = _signal(passes, n)
+    heard = ~trained if hear is not None else None
     trained[np.flatnonzero(trained)[k:]] = False  # the surplus beyond k groups with signal
-    return ids, StepRollout(passes, np.full(len(ids), n, dtype=np.int64), passes, trained=trained)
+    return ids, StepRollout(passes, np.full(len(ids), n, dtype=np.int64), passes, trained=trained, heard=heard)
 
 
 def _signal(passes: np.ndarray, n: int) -> np.ndarray:

@@ -30,6 +30,7 @@ from verl_ext.sim.config import ScenarioConfig, TrainConfig
 from verl_ext.allocation import AllocationConfig, RoundsConfig
 from verl_ext.sim.rollout import (AllocatedRollout, RoundsRollout, StagedRollout, StepRollout, ar3po_config,
                                   dynamic_rollout, fixed_rollout)
+from verl_ext.sim.selection_buffer import SelectionBuffer
 from verl_ext.sim.world import SyntheticWorld
 
 
@@ -243,9 +244,10 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
     k = train.batch_size
     out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
     spent, step = 0, 0
+    buffer = SelectionBuffer(pool, strat, k) if dynamic else None  # DAPO's refills: the recipe's sampler
     in_flight: deque[tuple[int, int, np.ndarray, StepRollout]] = deque()  # (trains at, selected at, ids, rollout)
     while spent < train.budget_rollouts:
-        drawn = _select_and_roll(world, pool, strat, staged, dynamic, train, step, train.budget_rollouts - spent)
+        drawn = _select_and_roll(world, pool, strat, staged, buffer, train, step, train.budget_rollouts - spent)
         if drawn is None and not in_flight:
             break
         if drawn is not None:
@@ -269,13 +271,19 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
 
 
 def _select_and_roll(world: SyntheticWorld, pool: QueryPool, strat: Strategy,
-                     staged: StagedRollout | AllocatedRollout | RoundsRollout | None, dynamic: bool,
-                     train: TrainConfig, step: int, budget_left: int) -> tuple[np.ndarray, StepRollout] | None:
-    """The step's records and their rollout; ``None`` when the pool hands out nothing. Under ``dynamic`` DAPO's
-    refills select more records as dropped groups come back."""
-    if dynamic:
-        ids, draw = dynamic_rollout(world, lambda m: strat.select(pool, m, step), train.batch_size, train.n,
-                                    budget_left)
+                     staged: StagedRollout | AllocatedRollout | RoundsRollout | None,
+                     buffer: SelectionBuffer | None, train: TrainConfig, step: int,
+                     budget_left: int) -> tuple[np.ndarray, StepRollout] | None:
+    """The step's records and their rollout; ``None`` when the pool hands out nothing. With a ``buffer`` (DAPO's
+    dynamic sampling) the step and its refills take records from it as dropped groups come back."""
+    if buffer is not None:
+        def hear(ids: np.ndarray, passes: np.ndarray) -> None:  # verl's evictions, reported to the pool at once
+            results = {int(i): (int(p), train.n) for i, p in zip(ids, passes)}
+            pool.feedback(results, step)
+            strat.observe(results, step)
+
+        ids, draw = dynamic_rollout(world, lambda m: buffer.take(m, step), train.batch_size, train.n, budget_left,
+                                    hear)
         return (ids, draw) if len(ids) else None
     ids = np.asarray(strat.select(pool, train.batch_size, step), dtype=np.int64)
     if not len(ids):
@@ -288,7 +296,8 @@ def _train_on(world: SyntheticWorld, pool: QueryPool, strat: Strategy, augmenter
     """One batch's outcomes, rolled out at step ``selected``, reach the pool and the strategy, and the policy
     trains on it, at ``step``."""
     passes, sizes = draw.passes, draw.sizes
-    results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}
+    unheard = np.ones(len(ids), dtype=bool) if draw.heard is None else ~draw.heard
+    results = {int(i): (int(p), int(m)) for i, p, m in zip(ids[unheard], passes[unheard], sizes[unheard])}
     pool.feedback(results, step, dict.fromkeys(results, selected) if selected < step else None)
     strat.observe(results, step)
     learn_sizes = sizes if draw.learn_sizes is None else draw.learn_sizes

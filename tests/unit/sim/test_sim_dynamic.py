@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from verl_ext.sim import SIM_STRATEGIES, run_simulation
 from verl_ext.sim.rollout import dynamic_rollout
 from verl_ext.sim.runner import SimStrategy
+from verl_ext.selection import build_strategy
+from verl_ext.sim.selection_buffer import SelectionBuffer
 
 class ScriptedWorld:
     """Passes per record id, fixed in advance."""
@@ -83,3 +85,84 @@ def test_dynamic_sampling_and_staged_groups_do_not_combine(monkeypatch, small_sc
     monkeypatch.setitem(SIM_STRATEGIES, "both", SimStrategy("uniform", ar3po={}, dynamic=True))
     with pytest.raises(ValueError, match="dynamic sampling each size the groups"):
         run_simulation(small_scenario(), "both", seed=0)
+
+
+class RecordingPool:
+    def __init__(self) -> None:
+        self.reinserts: list[tuple[int, int]] = []
+
+    def reinsert(self, step: int, k: int) -> None:
+        self.reinserts.append((step, k))
+
+
+class CountingStrategy:
+    """Selects the next ids in order, at most ``records`` in all, and records each selection's size and step."""
+
+    def __init__(self, records: int) -> None:
+        self.next, self.records, self.calls = 0, records, []
+
+    def select(self, pool, k, step):
+        self.calls.append((k, step))
+        out = list(range(self.next, min(self.next + k, self.records)))
+        self.next += len(out)
+        return out
+
+
+def test_the_selection_buffer_selects_k_at_a_time_and_carries_leftovers_into_the_next_step():
+    pool, strat = RecordingPool(), CountingStrategy(10)
+    buffer = SelectionBuffer(pool, strat, k=4)
+    assert buffer.take(1, step=0) == [0]  # one selection of k, three left buffered
+    assert buffer.take(5, step=0) == [1, 2, 3, 4, 5]  # the buffer, then a second selection
+    assert strat.calls == [(4, 0), (4, 0)] and pool.reinserts == [(0, 4), (0, 4)] and len(buffer) == 2
+    assert buffer.take(4, step=1) == [6, 7, 8, 9]  # step 1 starts with step 0's leftovers, selected at step 0
+    assert strat.calls[-1] == (4, 1) and buffer.short_selections == 1  # only 2 of 4 were left to select
+    assert buffer.take(3, step=1) == [] and buffer.selections == 4 and buffer.short_selections == 2
+
+
+def test_dynamic_refills_draw_from_full_k_selections():
+    # the runner's refills never select fewer than k: a strategy that records its sizes sees only k
+    seen: list[int] = []
+
+    class Recorder(CountingStrategy):
+        def select(self, pool, k, step):
+            seen.append(k)
+            return super().select(pool, k, step)
+
+    world = ScriptedWorld(dict.fromkeys(range(40), 0) | dict.fromkeys(range(40, 80), 2))
+    buffer = SelectionBuffer(RecordingPool(), Recorder(80), k=8)
+    ids, draw = dynamic_rollout(world, lambda m: buffer.take(m, 0), k=8, n=4, budget_left=10_000)
+    assert set(seen) == {8} and draw.trained.sum() == 8
+    assert len(ids) + len(buffer) == 8 * len(seen)
+
+
+def test_dropped_groups_are_heard_before_the_refills_they_earn_are_selected():
+    # the trace of the first test: rounds [0, 2, 4, 1], [0, 0, 3, 4], [2, 2, 2, 2]
+    world = ScriptedWorld(dict(enumerate([0, 2, 4, 1, 0, 0, 3, 4, 2, 2, 2, 2])))
+    events: list = []
+    handout = Handout(12)
+
+    def select(m):
+        events.append(("select", m))
+        return handout(m)
+
+    ids, draw = dynamic_rollout(world, select, k=4, n=4, budget_left=10_000,
+                                hear=lambda i, p: events.append(("hear", i.tolist(), p.tolist())))
+    assert events == [("select", 4), ("hear", [0, 2], [0, 4]), ("select", 4), ("hear", [4, 5, 7], [0, 0, 4]),
+                      ("select", 4)]
+    assert np.flatnonzero(draw.heard).tolist() == [0, 2, 4, 5, 7]
+    assert not (draw.heard & draw.trained).any()
+
+
+
+def test_a_dynamic_run_hears_every_generated_group_once_dropped_ones_within_the_step(small_scenario):
+    heard: list[tuple[int, int]] = []  # (step, groups) per observe call
+
+    def counting(world, seed):
+        strat = build_strategy("uniform", seed=seed)
+        observe = strat.observe
+        strat.observe = lambda results, step: (heard.append((step, len(results))), observe(results, step))[-1]
+        return strat
+
+    res = run_simulation(small_scenario(), "dapo", seed=3, strategy_factory=counting)
+    assert sum(groups for _, groups in heard) == res.groups
+    assert len(heard) > res.steps  # evicted groups are heard before their step's end
