@@ -108,3 +108,19 @@ def test_heapa_dapos_frontier_seat_against_the_cold_seat(tmp_path):
     assert 100 * row["tail"]["mean"] == pytest.approx(0.4, abs=0.05)
     ratio = row["rollouts_to_target_log_ratio"]  # 0.77x [0.70x, 0.84x] the cold seat's rollouts to its final
     assert ratio["high"] < 0 and math.exp(ratio["mean"]) == pytest.approx(0.77, abs=0.005)
+
+
+def test_heapa_ar3po_against_ar3po_on_avg16(tmp_path):
+    summary = compare(tmp_path, ["ar3po_grpo_epyc_80_avg16", "heapa_ar3po_epyc_80_avg16"], "--baseline",
+                      "ar3po_grpo_epyc_80_avg16", "--budgets", "640,1280,5120", "--tail-from-step", "40",
+                      "--target", "auto", seeds=5)
+    [row] = summary["against_baseline"]
+    tail = row["tail"]  # the greedy reading's +3.5 shrinks, but the interval stays above 0
+    assert tail["n"] == 5 and 100 * tail["mean"] == pytest.approx(1.4, abs=0.05) and tail["low"] > 0
+    early = [row["at_budget"][b] for b in ("640", "1280")]  # where it still loses: below AR3PO early
+    assert [round(100 * a["mean"], 1) for a in early] == [-1.7, -2.3] and all(a["high"] < 0 for a in early)
+    assert row["at_budget"]["5120"]["low"] > 0
+    ratio = row["rollouts_to_target_log_ratio"]  # 0.95x [0.57x, 1.59x]: fewer rollouts to AR3PO's final not shown
+    assert ratio["n"] == 4 and ratio["low"] < 0 < ratio["high"]
+    assert row["seeds_for_one_point"] == 4
+    assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
