@@ -278,9 +278,7 @@ def _select_and_roll(world: SyntheticWorld, pool: QueryPool, strat: Strategy,
     dynamic sampling) the step and its refills take records from it as dropped groups come back."""
     if buffer is not None:
         def hear(ids: np.ndarray, passes: np.ndarray) -> None:  # verl's evictions, reported to the pool at once
-            results = {int(i): (int(p), train.n) for i, p in zip(ids, passes)}
-            pool.feedback(results, step)
-            strat.observe(results, step)
+            _feed_back(pool, strat, ids, passes, np.full(len(ids), train.n), step, step)
 
         ids, draw = dynamic_rollout(world, lambda m: buffer.take(m, step), train.batch_size, train.n, budget_left,
                                     hear)
@@ -291,15 +289,21 @@ def _select_and_roll(world: SyntheticWorld, pool: QueryPool, strat: Strategy,
     return ids, fixed_rollout(world, ids, train.n) if staged is None else staged(ids, step)
 
 
+def _feed_back(pool: QueryPool, strat: Strategy, ids: np.ndarray, passes: np.ndarray, sizes: np.ndarray,
+               step: int, selected: int) -> None:
+    """Groups rolled out at step ``selected`` reach the pool and the strategy at ``step``."""
+    results = {int(i): (int(p), int(m)) for i, p, m in zip(ids, passes, sizes)}
+    pool.feedback(results, step, dict.fromkeys(results, selected) if selected < step else None)
+    strat.observe(results, step)
+
+
 def _train_on(world: SyntheticWorld, pool: QueryPool, strat: Strategy, augmenter: SimAugmenter | None,
               out: RunResult, ids: np.ndarray, draw: StepRollout, step: int, k: int, selected: int) -> None:
     """One batch's outcomes, rolled out at step ``selected``, reach the pool and the strategy, and the policy
     trains on it, at ``step``."""
     passes, sizes = draw.passes, draw.sizes
-    unheard = np.ones(len(ids), dtype=bool) if draw.heard is None else ~draw.heard
-    results = {int(i): (int(p), int(m)) for i, p, m in zip(ids[unheard], passes[unheard], sizes[unheard])}
-    pool.feedback(results, step, dict.fromkeys(results, selected) if selected < step else None)
-    strat.observe(results, step)
+    unheard = slice(None) if draw.heard is None else ~draw.heard
+    _feed_back(pool, strat, ids[unheard], passes[unheard], sizes[unheard], step, selected)
     learn_sizes = sizes if draw.learn_sizes is None else draw.learn_sizes
     kept = slice(None) if draw.trained is None else draw.trained
     world.learn(ids[kept], draw.learn_passes[kept], learn_sizes[kept], batch_size=k)

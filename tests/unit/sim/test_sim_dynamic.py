@@ -96,16 +96,14 @@ class RecordingPool:
 
 
 class CountingStrategy:
-    """Selects the next ids in order, at most ``records`` in all, and records each selection's size and step."""
+    """A ``Handout`` as a strategy: records each selection's size and step."""
 
     def __init__(self, records: int) -> None:
-        self.next, self.records, self.calls = 0, records, []
+        self.handout, self.calls = Handout(records), []
 
     def select(self, pool, k, step):
         self.calls.append((k, step))
-        out = list(range(self.next, min(self.next + k, self.records)))
-        self.next += len(out)
-        return out
+        return self.handout(k)
 
 
 def test_the_selection_buffer_selects_k_at_a_time_and_carries_leftovers_into_the_next_step():
@@ -120,19 +118,13 @@ def test_the_selection_buffer_selects_k_at_a_time_and_carries_leftovers_into_the
 
 
 def test_dynamic_refills_draw_from_full_k_selections():
-    # the runner's refills never select fewer than k: a strategy that records its sizes sees only k
-    seen: list[int] = []
-
-    class Recorder(CountingStrategy):
-        def select(self, pool, k, step):
-            seen.append(k)
-            return super().select(pool, k, step)
-
+    # the runner's refills never select fewer than k: the strategy sees only selections of k
     world = ScriptedWorld(dict.fromkeys(range(40), 0) | dict.fromkeys(range(40, 80), 2))
-    buffer = SelectionBuffer(RecordingPool(), Recorder(80), k=8)
+    strat = CountingStrategy(80)
+    buffer = SelectionBuffer(RecordingPool(), strat, k=8)
     ids, draw = dynamic_rollout(world, lambda m: buffer.take(m, 0), k=8, n=4, budget_left=10_000)
-    assert set(seen) == {8} and draw.trained.sum() == 8
-    assert len(ids) + len(buffer) == 8 * len(seen)
+    assert {k for k, _ in strat.calls} == {8} and draw.trained.sum() == 8
+    assert len(ids) + len(buffer) == 8 * len(strat.calls)
 
 
 def test_dropped_groups_are_heard_before_the_refills_they_earn_are_selected():
@@ -151,7 +143,6 @@ def test_dropped_groups_are_heard_before_the_refills_they_earn_are_selected():
                       ("select", 4)]
     assert np.flatnonzero(draw.heard).tolist() == [0, 2, 4, 5, 7]
     assert not (draw.heard & draw.trained).any()
-
 
 
 def test_a_dynamic_run_hears_every_generated_group_once_dropped_ones_within_the_step(small_scenario):
