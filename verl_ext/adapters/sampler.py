@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -35,6 +34,7 @@ from verl_ext.adapters.feedback import record_id
 from verl_ext.allocation import Allocator
 from verl_ext.pool import FeedbackSummary, QueryPool
 from verl_ext.selection import Strategy, build_strategy
+from verl_ext.selection.queue import SelectionQueue
 from verl_ext.state_schema import check_schema
 
 logger = logging.getLogger(__name__)
@@ -73,14 +73,12 @@ class PoolBatchSampler(Sampler[list[int]]):
         if self.train_batch_size % self.gen_batch_size:
             raise ValueError(f"gen_batch_size {self.gen_batch_size} must divide train_batch_size "
                              f"{self.train_batch_size} (verl fetches a step's prompts in whole gen batches)")
-        self.reinsert = bool(reinsert)
         self.step = int(step)
         self.allocator = allocator
         self._rollout_n: dict[int, int] = {}  # allocated responses of selected ids not yet rolled out
-        self._buffer: deque[int] = deque()  # selected (in flight in the pool), not yet handed out
+        # selected (in flight in the pool), not yet handed out; the simulator's DAPO draws through the same queue
+        self._queue = SelectionQueue(self.train_batch_size, reinsert=reinsert, on_selected=self._on_selected)
         self._outstanding: dict[int, None] = {}  # handed out, waiting for on_feedback / release_unused
-        self._selections = 0
-        self._short_selections = 0
         self.select_seconds = 0.0  # wall time spent choosing prompts for the current step (reset by set_step)
 
     # ----------------------------------------------------------------------------------------- wiring
@@ -103,46 +101,27 @@ class PoolBatchSampler(Sampler[list[int]]):
 
     def next_batch(self) -> list[int]:
         """The next ``gen_batch_size`` ids (selecting a new batch when the buffer runs out)."""
-        chunk: list[int] = []
-        while len(chunk) < self.gen_batch_size:
-            if not self._buffer:
-                selected = False
-                try:
-                    self._select()
-                    selected = True
-                finally:
-                    if not selected:  # keep ids already taken (they are in flight); the error propagates
-                        self._buffer.extendleft(reversed(chunk))
-            while self._buffer and len(chunk) < self.gen_batch_size:
-                chunk.append(self._buffer.popleft())
-        self._outstanding.update(dict.fromkeys(chunk))
-        return chunk
-
-    def _select(self) -> None:
+        pool = self.pool
         start = time.perf_counter()
         try:
-            self._select_into_buffer()
+            chunk = self._queue.take(pool, self.strategy, self.gen_batch_size, self.step)
         finally:
             self.select_seconds += time.perf_counter() - start
-
-    def _select_into_buffer(self) -> None:
-        pool, k = self.pool, self.train_batch_size
-        if self.reinsert:
-            pool.reinsert(self.step, k)
-        ids = [int(i) for i in self.strategy.select(pool, k, self.step)]
-        if not ids:
+        if len(chunk) < self.gen_batch_size:
+            self._queue.put_back(chunk)  # they stay in flight and are handed out first once the pool can fill
             m = pool.metrics()
             raise PoolExhaustedError(
                 f"step {self.step}: the pool has no record to hand out ({int(m['pool/size_in_flight'])} in flight, "
                 f"{int(m['pool/size_archive'])} archived); give feedback or release_unused() for handed-out "
                 "records, or enable reinsertion (pool reinsertion.trigger) / add records")
-        self._selections += 1
-        if len(ids) < k:
-            self._short_selections += 1
-            logger.warning("step %d: the pool filled only %d of %d prompts", self.step, len(ids), k)
+        self._outstanding.update(dict.fromkeys(chunk))
+        return chunk
+
+    def _on_selected(self, ids: list[int]) -> None:
+        if len(ids) < self.train_batch_size:
+            logger.warning("step %d: the pool filled only %d of %d prompts", self.step, len(ids), self.train_batch_size)
         if self.allocator is not None:
-            self._rollout_n.update(self.allocator.plan(ids, pool.ranking_value))
-        self._buffer.extend(ids)
+            self._rollout_n.update(self.allocator.plan(ids, self.pool.ranking_value))
 
     def rollout_n(self, ids: Iterable[Any]) -> list[int]:
         """The allocated responses of handed-out ``ids`` (``heapa.allocation``), each read once."""
@@ -162,7 +141,7 @@ class PoolBatchSampler(Sampler[list[int]]):
         later (``QueryPool.feedback``)."""
         step = self.step if step is None else int(step)
         clean = {record_id(rid, "feedback id"): outcome for rid, outcome in results.items()}
-        buffered = set(self._buffer)
+        buffered = set(self._queue.ids)
         queued = [rid for rid in clean if rid in buffered]
         if queued:
             raise ValueError(f"feedback for ids {queued[:10]} that were selected but never handed out")
@@ -187,8 +166,7 @@ class PoolBatchSampler(Sampler[list[int]]):
                 raise ValueError(f"release_unused: ids {missing[:10]} were not handed out by this sampler (or were "
                                  "already fed back / released)")
         if include_buffer:
-            chosen += list(self._buffer)
-            self._buffer.clear()
+            chosen += self._queue.clear()
         if chosen:
             self.pool.release(chosen)
         for rid in chosen:
@@ -204,25 +182,24 @@ class PoolBatchSampler(Sampler[list[int]]):
     @property
     def buffered_ids(self) -> list[int]:
         """Selected (in flight in the pool) but not handed out yet, in hand-out order."""
-        return list(self._buffer)
+        return self._queue.ids
 
     def metrics(self) -> dict[str, float]:
         """The strategy's ``select/*`` scalars plus the sampler's own counters."""
         out = dict(self.strategy.metrics())
         if self.allocator is not None:
             out.update(self.allocator.metrics())
-        out.update({"select/buffered": float(len(self._buffer)), "select/outstanding": float(len(self._outstanding)),
-                    "select/selections": float(self._selections),
-                    "select/short_selections": float(self._short_selections)})
+        out.update({"select/buffered": float(len(self._queue)), "select/outstanding": float(len(self._outstanding)),
+                    "select/selections": float(self._queue.selections),
+                    "select/short_selections": float(self._queue.short_selections)})
         return out
 
     # ----------------------------------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
         """Strategy state, buffer, handed-out ids, step and counters (JSON-safe)."""
         return {"schema_version": STATE_SCHEMA_VERSION, "strategy": self.strategy.state_dict(),
-                "buffer": list(self._buffer), "outstanding": list(self._outstanding), "step": self.step,
+                **self._queue.state_dict(), "outstanding": list(self._outstanding), "step": self.step,
                 "train_batch_size": self.train_batch_size, "gen_batch_size": self.gen_batch_size,
-                "selections": self._selections, "short_selections": self._short_selections,
                 **({"allocator": self.allocator.state_dict(),
                     "rollout_n": [[rid, m] for rid, m in self._rollout_n.items()]} if self.allocator else {})}
 
@@ -232,11 +209,9 @@ class PoolBatchSampler(Sampler[list[int]]):
             if state[name] != getattr(self, name):
                 logger.warning("%s changed on resume: %s -> %s", name, state[name], getattr(self, name))
         self.strategy.load_state_dict(state["strategy"])
-        self._buffer = deque(int(i) for i in state["buffer"])
+        self._queue.load_state_dict(state)
         self._outstanding = dict.fromkeys(int(i) for i in state["outstanding"])
         self.step = int(state["step"])
-        self._selections = int(state["selections"])
-        self._short_selections = int(state["short_selections"])
         if self.allocator is not None:
             if "allocator" not in state:
                 raise ValueError("PoolBatchSampler: heapa.allocation is on but the checkpoint was written without it; "

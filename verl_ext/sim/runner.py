@@ -25,12 +25,12 @@ import numpy as np
 from verl_ext.pool import QueryPool
 from verl_ext.pool.lineage.refresh import LineageRefresher
 from verl_ext.selection import Strategy, build_strategy, get_strategy_class
+from verl_ext.selection.queue import SelectionQueue
 from verl_ext.sim.augment import SimAugmenter
 from verl_ext.sim.config import ScenarioConfig, TrainConfig
 from verl_ext.allocation import AllocationConfig, RoundsConfig
 from verl_ext.sim.rollout import (AllocatedRollout, RoundsRollout, StagedRollout, StepRollout, ar3po_config,
                                   dynamic_rollout, fixed_rollout)
-from verl_ext.sim.selection_buffer import SelectionBuffer
 from verl_ext.sim.world import SyntheticWorld
 
 
@@ -244,7 +244,7 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
     k = train.batch_size
     out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
     spent, step = 0, 0
-    buffer = SelectionBuffer(pool, strat, k) if dynamic else None  # DAPO's refills: the recipe's sampler
+    buffer = SelectionQueue(k) if dynamic else None  # DAPO's refills: the recipe's sampler's queue
     in_flight: deque[tuple[int, int, np.ndarray, StepRollout]] = deque()  # (trains at, selected at, ids, rollout)
     while spent < train.budget_rollouts:
         drawn = _select_and_roll(world, pool, strat, staged, buffer, train, step, train.budget_rollouts - spent)
@@ -272,7 +272,7 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
 
 def _select_and_roll(world: SyntheticWorld, pool: QueryPool, strat: Strategy,
                      staged: StagedRollout | AllocatedRollout | RoundsRollout | None,
-                     buffer: SelectionBuffer | None, train: TrainConfig, step: int,
+                     buffer: SelectionQueue | None, train: TrainConfig, step: int,
                      budget_left: int) -> tuple[np.ndarray, StepRollout] | None:
     """The step's records and their rollout; ``None`` when the pool hands out nothing. With a ``buffer`` (DAPO's
     dynamic sampling) the step and its refills take records from it as dropped groups come back."""
@@ -280,8 +280,8 @@ def _select_and_roll(world: SyntheticWorld, pool: QueryPool, strat: Strategy,
         def hear(ids: np.ndarray, passes: np.ndarray) -> None:  # verl's evictions, reported to the pool at once
             _feed_back(pool, strat, ids, passes, np.full(len(ids), train.n), step, step)
 
-        ids, draw = dynamic_rollout(world, lambda m: buffer.take(m, step), train.batch_size, train.n, budget_left,
-                                    hear)
+        ids, draw = dynamic_rollout(world, lambda m: buffer.take(pool, strat, m, step), train.batch_size, train.n,
+                                    budget_left, hear)
         return (ids, draw) if len(ids) else None
     ids = np.asarray(strat.select(pool, train.batch_size, step), dtype=np.int64)
     if not len(ids):

@@ -11,7 +11,7 @@ from verl_ext.sim import SIM_STRATEGIES, run_simulation
 from verl_ext.sim.rollout import dynamic_rollout
 from verl_ext.sim.runner import SimStrategy
 from verl_ext.selection import build_strategy
-from verl_ext.sim.selection_buffer import SelectionBuffer
+from verl_ext.selection.queue import SelectionQueue
 
 class ScriptedWorld:
     """Passes per record id, fixed in advance."""
@@ -87,14 +87,6 @@ def test_dynamic_sampling_and_staged_groups_do_not_combine(monkeypatch, small_sc
         run_simulation(small_scenario(), "both", seed=0)
 
 
-class RecordingPool:
-    def __init__(self) -> None:
-        self.reinserts: list[tuple[int, int]] = []
-
-    def reinsert(self, step: int, k: int) -> None:
-        self.reinserts.append((step, k))
-
-
 class CountingStrategy:
     """A ``Handout`` as a strategy: records each selection's size and step."""
 
@@ -106,25 +98,14 @@ class CountingStrategy:
         return self.handout(k)
 
 
-def test_the_selection_buffer_selects_k_at_a_time_and_carries_leftovers_into_the_next_step():
-    pool, strat = RecordingPool(), CountingStrategy(10)
-    buffer = SelectionBuffer(pool, strat, k=4)
-    assert buffer.take(1, step=0) == [0]  # one selection of k, three left buffered
-    assert buffer.take(5, step=0) == [1, 2, 3, 4, 5]  # the buffer, then a second selection
-    assert strat.calls == [(4, 0), (4, 0)] and pool.reinserts == [(0, 4), (0, 4)] and len(buffer) == 2
-    assert buffer.take(4, step=1) == [6, 7, 8, 9]  # step 1 starts with step 0's leftovers, selected at step 0
-    assert strat.calls[-1] == (4, 1) and buffer.short_selections == 1  # only 2 of 4 were left to select
-    assert buffer.take(3, step=1) == [] and buffer.selections == 4 and buffer.short_selections == 2
-
-
 def test_dynamic_refills_draw_from_full_k_selections():
     # the runner's refills never select fewer than k: the strategy sees only selections of k
     world = ScriptedWorld(dict.fromkeys(range(40), 0) | dict.fromkeys(range(40, 80), 2))
     strat = CountingStrategy(80)
-    buffer = SelectionBuffer(RecordingPool(), strat, k=8)
-    ids, draw = dynamic_rollout(world, lambda m: buffer.take(m, 0), k=8, n=4, budget_left=10_000)
+    queue = SelectionQueue(8, reinsert=False)  # no pool to reinsert into: the strategy hands out by itself
+    ids, draw = dynamic_rollout(world, lambda m: queue.take(None, strat, m, 0), k=8, n=4, budget_left=10_000)
     assert {k for k, _ in strat.calls} == {8} and draw.trained.sum() == 8
-    assert len(ids) + len(buffer) == 8 * len(strat.calls)
+    assert len(ids) + len(queue) == 8 * len(strat.calls)
 
 
 def test_dropped_groups_are_heard_before_the_refills_they_earn_are_selected():
