@@ -82,6 +82,8 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "uniform_ar3po_mixed": SimStrategy("uniform", ar3po={**AR3PO_SIM, "extend": "mixed"}),
     "heapa_ar3po": SimStrategy("boundary", augment=True, lineage=True, ar3po=AR3PO_SIM),
     "heapa_ar3po_mixed": SimStrategy("boundary", augment=True, lineage=True, ar3po={**AR3PO_SIM, "extend": "mixed"}),
+    # the paper's rule in stages of 2, as the CPU launcher runs heapa_ar3po (a prompt costs 2, 4, 6 or 8 at n = 8)
+    "heapa_ar3po_stages2": SimStrategy("boundary", augment=True, lineage=True, ar3po={**AR3PO_SIM, "k1": 2, "k_s": 2}),
     # the step's k * n responses spread from the pool's estimates (verl_ext.allocation; docs/sim.md)
     "uniform_alloc": SimStrategy("uniform", allocation={}),
     "heapa_alloc": SimStrategy("boundary", augment=True, lineage=True, allocation={}),
