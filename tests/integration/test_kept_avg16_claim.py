@@ -1,4 +1,4 @@
-"""The README's avg@16 figures for HeaPA-GRPO and HeaPA-DAPO regenerate from the kept runs alone
+"""The README's avg@16 figures for HeaPA-GRPO, HeaPA-DAPO and HeaPA-AR3PO regenerate from the kept runs alone
 (`results/cpu_pinned80/*_avg16*`): the comparison CLI, paired by seed, over steps 40-80 and at equal rollouts."""
 
 from __future__ import annotations
@@ -124,3 +124,31 @@ def test_heapa_ar3po_against_ar3po_on_avg16(tmp_path):
     assert ratio["n"] == 4 and ratio["low"] < 0 < ratio["high"]
     assert row["seeds_for_one_point"] == 4
     assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
+
+
+def test_heapa_ar3po_with_ar3pos_stage_rule_against_ar3po_and_grpo(tmp_path):
+    # the preset since: AR3PO's `mixed` rule in stages of 4, so it differs from ar3po_grpo in selection only
+    summary = compare(tmp_path, ["heapa_ar3po_mixed_epyc_80_avg16", "ar3po_grpo_epyc_80_avg16", "grpo_epyc_80_avg16"],
+                      "--baseline", "ar3po_grpo_epyc_80_avg16", "--budgets", "640,1280,2560,5120",
+                      "--tail-from-step", "40", "--target", "auto")
+    rows = {row["method"]: row for row in summary["against_baseline"]}
+    mixed = rows["heapa_ar3po_mixed_epyc_80_avg16"]
+    # against AR3PO: no difference shown at any budget or late; the early deficit of the paper's rule is gone
+    assert [round(100 * mixed["at_budget"][b]["mean"], 1) for b in ("640", "1280")] == [0.1, 0.1]
+    assert all(a["low"] < 0 < a["high"] for a in mixed["at_budget"].values())
+    tail = mixed["tail"]
+    assert 100 * tail["mean"] == pytest.approx(0.2, abs=0.05) and tail["low"] < 0 < tail["high"]
+    grpo = rows["grpo_epyc_80_avg16"]  # AR3PO itself: below GRPO over steps 40-80 on 8 seeds
+    assert 100 * grpo["tail"]["mean"] == pytest.approx(0.9, abs=0.05) and grpo["tail"]["low"] > 0
+    assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
+
+
+def test_heapa_ar3pos_stage_rule_early_and_late(tmp_path):
+    # seeds 0-4, the only ones the paper's rule (the preset before) ran: `mixed` ahead early, no difference late
+    summary = compare(tmp_path, ["heapa_ar3po_epyc_80_avg16", "heapa_ar3po_mixed_epyc_80_avg16"], "--baseline",
+                      "heapa_ar3po_epyc_80_avg16", "--budgets", "640,1280,5120", "--tail-from-step", "40",
+                      "--target", "none", seeds=5)
+    [row] = summary["against_baseline"]
+    early = [row["at_budget"][b] for b in ("640", "1280")]
+    assert [round(100 * a["mean"], 1) for a in early] == [1.5, 2.0] and all(a["low"] > 0 for a in early)
+    assert 100 * row["tail"]["mean"] == pytest.approx(-0.6, abs=0.05) and row["tail"]["low"] < 0 < row["tail"]["high"]
