@@ -21,6 +21,12 @@ def compare(tmp_path, methods, *extra, seeds: int = 8) -> dict:
     return json.loads((tmp_path / "summary.json").read_text())
 
 
+def at_budgets(row: dict, *budgets: str) -> tuple[list[float], list[dict]]:
+    """A comparison row's mean differences at these budgets, in points to one decimal, and their intervals."""
+    found = [row["at_budget"][b] for b in budgets]
+    return [round(100 * a["mean"], 1) for a in found], found
+
+
 def test_heapa_grpo_against_grpo_on_avg16(tmp_path):
     summary = compare(tmp_path, ["grpo_epyc_80_avg16", "heapa_grpo_epyc_80_avg16"], "--baseline",
                       "grpo_epyc_80_avg16", "--budgets", "1280", "--tail-from-step", "40", "--target", "auto")
@@ -46,8 +52,8 @@ def test_heapa_dapo_against_dapo_on_avg16(tmp_path):
                       "dapo_epyc_80_avg16", "--budgets", "1280,2560,15360", "--tail-from-step", "40",
                       "--target", "auto", seeds=5)
     [row] = summary["against_baseline"]
-    early = [row["at_budget"][b] for b in ("1280", "2560")]
-    assert [round(100 * a["mean"], 1) for a in early] == [0.3, 0.5] and all(a["low"] > 0 for a in early)
+    means, early = at_budgets(row, "1280", "2560")
+    assert means == [0.3, 0.5] and all(a["low"] > 0 for a in early)
     assert 100 * row["at_budget"]["15360"]["low"] == pytest.approx(-1.4, abs=0.05)  # the lowest lower end
     tail = row["tail"]
     assert tail["n"] == 5 and 100 * tail["mean"] == pytest.approx(-0.3, abs=0.05) and 100 * tail["low"] > -1
@@ -117,8 +123,8 @@ def test_heapa_ar3po_against_ar3po_on_avg16(tmp_path):
     [row] = summary["against_baseline"]
     tail = row["tail"]  # the greedy reading's +3.5 shrinks, but the interval stays above 0
     assert tail["n"] == 5 and 100 * tail["mean"] == pytest.approx(1.4, abs=0.05) and tail["low"] > 0
-    early = [row["at_budget"][b] for b in ("640", "1280")]  # where it still loses: below AR3PO early
-    assert [round(100 * a["mean"], 1) for a in early] == [-1.7, -2.3] and all(a["high"] < 0 for a in early)
+    means, early = at_budgets(row, "640", "1280")  # where it still loses: below AR3PO early
+    assert means == [-1.7, -2.3] and all(a["high"] < 0 for a in early)
     assert row["at_budget"]["5120"]["low"] > 0
     ratio = row["rollouts_to_target_log_ratio"]  # 0.95x [0.57x, 1.59x]: fewer rollouts to AR3PO's final not shown
     assert ratio["n"] == 4 and ratio["low"] < 0 < ratio["high"]
@@ -134,7 +140,7 @@ def test_heapa_ar3po_with_ar3pos_stage_rule_against_ar3po_and_grpo(tmp_path):
     rows = {row["method"]: row for row in summary["against_baseline"]}
     mixed = rows["heapa_ar3po_mixed_epyc_80_avg16"]
     # against AR3PO: no difference shown at any budget or late; the early deficit of the paper's rule is gone
-    assert [round(100 * mixed["at_budget"][b]["mean"], 1) for b in ("640", "1280")] == [0.1, 0.1]
+    assert at_budgets(mixed, "640", "1280")[0] == [0.1, 0.1]
     assert all(a["low"] < 0 < a["high"] for a in mixed["at_budget"].values())
     tail = mixed["tail"]
     assert 100 * tail["mean"] == pytest.approx(0.2, abs=0.05) and tail["low"] < 0 < tail["high"]
@@ -149,6 +155,7 @@ def test_heapa_ar3pos_stage_rule_early_and_late(tmp_path):
                       "heapa_ar3po_epyc_80_avg16", "--budgets", "640,1280,5120", "--tail-from-step", "40",
                       "--target", "none", seeds=5)
     [row] = summary["against_baseline"]
-    early = [row["at_budget"][b] for b in ("640", "1280")]
-    assert [round(100 * a["mean"], 1) for a in early] == [1.5, 2.0] and all(a["low"] > 0 for a in early)
-    assert 100 * row["tail"]["mean"] == pytest.approx(-0.6, abs=0.05) and row["tail"]["low"] < 0 < row["tail"]["high"]
+    means, early = at_budgets(row, "640", "1280")
+    assert means == [1.5, 2.0] and all(a["low"] > 0 for a in early)
+    tail = row["tail"]
+    assert 100 * tail["mean"] == pytest.approx(-0.6, abs=0.05) and tail["low"] < 0 < tail["high"]
