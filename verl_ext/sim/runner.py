@@ -246,10 +246,10 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
     k = train.batch_size
     out = RunResult("", 0, [0], [world.test_accuracy()], train.target_accuracy, train.budget_rollouts)
     spent, step = 0, 0
-    buffer = SelectionQueue(k) if dynamic else None  # DAPO's refills: the recipe's sampler's queue
+    queue = SelectionQueue(k) if dynamic else None  # DAPO's refills: the recipe's sampler's queue
     in_flight: deque[tuple[int, int, np.ndarray, StepRollout]] = deque()  # (trains at, selected at, ids, rollout)
     while spent < train.budget_rollouts:
-        drawn = _select_and_roll(world, pool, strat, staged, buffer, train, step, train.budget_rollouts - spent)
+        drawn = _select_and_roll(world, pool, strat, staged, queue, train, step, train.budget_rollouts - spent)
         if drawn is None and not in_flight:
             break
         if drawn is not None:
@@ -274,15 +274,15 @@ def _train(config: ScenarioConfig, world: SyntheticWorld, pool: QueryPool, strat
 
 def _select_and_roll(world: SyntheticWorld, pool: QueryPool, strat: Strategy,
                      staged: StagedRollout | AllocatedRollout | RoundsRollout | None,
-                     buffer: SelectionQueue | None, train: TrainConfig, step: int,
+                     queue: SelectionQueue | None, train: TrainConfig, step: int,
                      budget_left: int) -> tuple[np.ndarray, StepRollout] | None:
-    """The step's records and their rollout; ``None`` when the pool hands out nothing. With a ``buffer`` (DAPO's
+    """The step's records and their rollout; ``None`` when the pool hands out nothing. With a ``queue`` (DAPO's
     dynamic sampling) the step and its refills take records from it as dropped groups come back."""
-    if buffer is not None:
+    if queue is not None:
         def hear(ids: np.ndarray, passes: np.ndarray) -> None:  # verl's evictions, reported to the pool at once
             _feed_back(pool, strat, ids, passes, np.full(len(ids), train.n), step, step)
 
-        ids, draw = dynamic_rollout(world, lambda m: buffer.take(pool, strat, m, step), train.batch_size, train.n,
+        ids, draw = dynamic_rollout(world, lambda m: queue.take(pool, strat, m, step), train.batch_size, train.n,
                                     budget_left, hear)
         return (ids, draw) if len(ids) else None
     ids = np.asarray(strat.select(pool, train.batch_size, step), dtype=np.int64)
