@@ -12,6 +12,7 @@ name (``<method>_s<seed>``), or wandb's ``method:`` tag and ``heapa.seed``. Writ
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import re
@@ -115,6 +116,7 @@ def interval_row_dict(row: dict) -> dict:
     return {"method": row["method"], "baseline": row["baseline"], "final": iv(row["final"]),
             "at_budget": {str(int(b)): iv(x) for b, x in row["at_budget"].items()},
             "rollouts_to_target_log_ratio": iv(row["rollouts_to_target"]), "reading": reading(row),
+            "rollouts_to_target_censored": dataclasses.asdict(row["rollouts_to_target_censored"]),
             "at_step": {str(st): iv(x) for st, x in row.get("at_step", {}).items()},
             "seeds_for_one_point": decisive(row).seeds_needed(RESOLVE_POINTS / 100.0),
             **({"tail": iv(row["tail"])} if "tail" in row else {})}

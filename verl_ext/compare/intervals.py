@@ -86,6 +86,58 @@ def paired_log_ratio(method: Mapping[str, float | None], baseline: Mapping[str, 
             if method[s] and baseline[s]]
 
 
+@dataclass(frozen=True)
+class Censored:
+    """How many paired seeds counted a run that never reached the target at its last validation, per side."""
+
+    method: int = 0
+    baseline: int = 0
+
+
+def to_target_or_censored(summary) -> tuple[float | None, bool]:
+    """A run's rollouts to the target, else the rollouts of its last validation (``target_censored_at``, a lower
+    bound) flagged as censored; (None, False) when it has neither."""
+    if summary.rollouts_to_target:
+        return float(summary.rollouts_to_target), False
+    end = getattr(summary, "target_censored_at", None)
+    return (float(end), True) if end else (None, False)
+
+
+def paired_censored_log_ratio(method: Mapping[str, tuple[float | None, bool]],
+                              baseline: Mapping[str, tuple[float | None, bool]]) -> tuple[list[float], Censored]:
+    """``paired_log_ratio`` over seeds where at least one side reached the target, the other counted at its last
+    validation when it did not (as the simulator's report counts it). Keeping only the seeds where both reached it
+    drops exactly the seeds on which one method failed, so it biases the ratio towards whichever failed; a
+    censored value is a lower bound, which understates the cost of the side that failed. Seeds on which neither
+    reached it carry no order and are left out."""
+    diffs, short_m, short_b = [], 0, 0
+    for s in sorted(set(method) & set(baseline)):
+        (m, m_cut), (b, b_cut) = method[s], baseline[s]
+        if m is None or b is None or (m_cut and b_cut):
+            continue
+        diffs.append(math.log(m / b))
+        short_m, short_b = short_m + m_cut, short_b + b_cut
+    return diffs, Censored(short_m, short_b)
+
+
+def ratio_words(iv: Interval, censored: Censored) -> str:
+    """The rollouts ratio's words: 'fewer' is withheld when the method was counted at its end on some seed (its
+    true cost there is higher), 'more' when the baseline was."""
+    words = iv.words("more", "fewer")
+    if words == "fewer" and censored.method:
+        return f"not shown: the method never reached it on {censored.method} seed(s), counted at their end"
+    if words == "more" and censored.baseline:
+        return f"not shown: the baseline never reached it on {censored.baseline} seed(s), counted at their end"
+    return words
+
+
+def fmt_censored(censored: Censored) -> str:
+    """'' or ' (short on 2 | 1)': seeds counted at their end, method | baseline."""
+    if not (censored.method or censored.baseline):
+        return ""
+    return f" (short: {censored.method} | {censored.baseline})"
+
+
 def fmt_points(iv: Interval, scale: float = 100.0) -> str:
     """An accuracy difference in points: '+1.2 [-0.4, +2.9]'."""
     if iv.n == 0:
@@ -125,7 +177,10 @@ def against_baseline(summaries: Sequence, baseline: str, budgets: Sequence[float
                "final": interval(method, lambda s: s.val_final)}
         if any(getattr(s, "val_tail", None) is not None for s in summaries):  # only with --tail-from(-step)
             row["tail"] = interval(method, lambda s: s.val_tail)
-        row["rollouts_to_target"] = interval(method, lambda s: s.rollouts_to_target, paired_log_ratio)
+        diffs, censored = paired_censored_log_ratio(_by_seed(summaries, method, to_target_or_censored),
+                                                    _by_seed(summaries, baseline, to_target_or_censored))
+        row["rollouts_to_target"] = paired_bootstrap(diffs, resamples)
+        row["rollouts_to_target_censored"] = censored
         rows.append(row)
     return rows
 
@@ -154,7 +209,8 @@ def reading(row: dict) -> str:
     parts.append("final accuracy: " + row["final"].words("higher", "lower"))
     if "tail" in row:
         parts.append("mean of the late validations: " + row["tail"].words("higher", "lower"))
-    parts.append("rollouts to target: " + row["rollouts_to_target"].words("more", "fewer"))
+    censored = row.get("rollouts_to_target_censored", Censored())
+    parts.append("rollouts to target: " + ratio_words(row["rollouts_to_target"], censored))
     return "; ".join(parts)
 
 
@@ -174,10 +230,14 @@ def markdown_against_baseline(rows: Sequence[dict], budgets: Sequence[float], at
         line += [fmt_points(row["at_step"][int(st)]) for st in at_steps]
         tail = [fmt_points(row["tail"]) if "tail" in row else "n/a"] if any("tail" in r for r in rows) else []
         cells.append(line + [fmt_points(row["final"])] + tail
-                     + [fmt_ratio(row["rollouts_to_target"]), seeds_for_one_point(row), reading(row)])
+                     + [fmt_ratio(row["rollouts_to_target"]) + fmt_censored(row.get("rollouts_to_target_censored",
+                                                                                     Censored())),
+                        seeds_for_one_point(row), reading(row)])
     align = ("left", "left") + ("right",) * (len(head) - 3) + ("left",)
     table = tabulate(cells, headers=head, tablefmt="pipe", disable_numparse=True, colalign=align)
     return table + ("\n\nDifferences in accuracy points, method minus baseline, paired by seed; [95 % percentile "
                     "bootstrap interval over seeds]. A ratio below 1 means fewer rollouts. 'seeds for ±1 pt': "
                     "the seeds a 95 % interval of +-1 point would need, ceil((1.96 sd / 1 pt)^2) from the sd of "
-                    "the paired differences of the late mean (else the largest budget).\n")
+                    "the paired differences of the late mean (else the largest budget). '(short: m | b)': seeds on "
+                    "which the method | the baseline never reached the target, counted at their last validation "
+                    "(a lower bound on their rollouts; seeds where neither reached it are left out).\n")

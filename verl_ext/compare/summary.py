@@ -37,6 +37,9 @@ class RunSummary:
     val_final_step: int
     val_at_budget: dict[float, float | None] = field(default_factory=dict)
     rollouts_to_target: float | None = None
+    # the rollouts of the last validation of a run that never reached the target: its rollouts to the target are
+    # above this (a censored value), so a paired ratio can count it there rather than drop the seed
+    target_censored_at: float | None = None
     zero_signal_mean: float | None = None
     rollouts_estimated: bool = False
     val_points: list[tuple[int, float, float]] = field(default_factory=list)  # (step, rollouts, acc)
@@ -56,6 +59,8 @@ class RunSummary:
         by_step = {step: acc for step, _, acc in self.val_points}
         self.val_at_step = {int(st): by_step.get(int(st)) for st in at_steps}
         self.rollouts_to_target = None if target is None else first_reaching(curve, target, target_window)
+        censored = target is not None and self.rollouts_to_target is None and bool(curve)
+        self.target_censored_at = curve[-1][0] if censored else None
         if tail_from_step is not None:
             tail = [acc for step, _, acc in self.val_points if step >= tail_from_step]
         else:

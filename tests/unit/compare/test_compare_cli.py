@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -51,6 +52,16 @@ def test_two_methods_three_seeds(tmp_path, make_run_dir, capsys):
     assert -0.045 < row["at_budget"]["128"]["low"] <= row["at_budget"]["128"]["mean"] < -0.015
     assert row["at_budget"]["128"]["high"] < 0 and "accuracy at 128 rollouts: lower" in row["reading"]
     assert "| heapa_dapo | grpo | 3 |" in table and "percentile bootstrap" in table
+    # rollouts to 0.41: grpo never reached it on seeds 0 and 1, so they count at its last validation (128), a
+    # lower bound; heapa (260-520) needs more on every seed, but "more" rests on those two, so it is withheld
+    ratio, runs = row["rollouts_to_target_log_ratio"], summary["runs"]
+    assert ratio["n"] == 3 and row["rollouts_to_target_censored"] == {"method": 0, "baseline": 2}
+    heapa_x = {r["seed"]: r["rollouts_to_target"] for r in runs if r["method"] == "heapa_dapo"}
+    grpo_x = {r["seed"]: r["rollouts_to_target"] or r["target_censored_at"] for r in runs if r["method"] == "grpo"}
+    assert grpo_x == {"0": 128, "1": 128, "2": 128}
+    assert ratio["mean"] == pytest.approx(sum(math.log(heapa_x[s] / 128) for s in "012") / 3)
+    assert "rollouts to target: not shown: the baseline never reached it on 2 seed(s)" in row["reading"]
+    assert "(short: 0 | 2)" in table
 
 
 def test_auto_target_budgets_and_estimated_flag(tmp_path, make_run_dir):

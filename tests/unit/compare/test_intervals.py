@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_ext.compare.intervals import (against_baseline, markdown_against_baseline, paired, paired_bootstrap,
-                                        paired_log_ratio, reading)
+from verl_ext.compare.intervals import (Censored, against_baseline, markdown_against_baseline, paired,
+                                        paired_bootstrap, paired_censored_log_ratio, paired_log_ratio, reading)
 
 
-def run(method, seed, final, at=None, to_target=None):
+def run(method, seed, final, at=None, to_target=None, censored_at=None):
     return SimpleNamespace(method=method, seed=str(seed), val_final=final, val_at_budget=at or {},
-                           rollouts_to_target=to_target)
+                           rollouts_to_target=to_target, target_censored_at=censored_at)
 
 
 @given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=2, max_size=12))
@@ -44,6 +44,32 @@ def test_words_follow_the_interval():
 def test_pairs_only_shared_seeds_and_skips_missing_values():
     assert paired({"0": 0.3, "1": 0.2, "2": None}, {"0": 0.25, "1": 0.3, "3": 0.1}) == pytest.approx([0.05, -0.1])
     assert paired_log_ratio({"0": 700, "1": None}, {"0": 1000, "1": 900}) == pytest.approx([math.log(0.7)])
+
+
+def test_a_run_that_never_reached_the_target_counts_at_its_end():
+    method = {"0": (700.0, False), "1": (900.0, False), "2": (1000.0, True), "3": (800.0, True), "4": (None, False)}
+    baseline = {"0": (1000.0, False), "1": (1000.0, True), "2": (800.0, False), "3": (1000.0, True), "4": (5.0, False)}
+    diffs, censored = paired_censored_log_ratio(method, baseline)
+    # seed 3: neither reached it (no order), seed 4: the method has no validation at all; both left out
+    assert diffs == pytest.approx([math.log(0.7), math.log(0.9), math.log(1000 / 800)])
+    assert censored == Censored(method=1, baseline=1)
+
+
+def test_censored_seeds_withhold_the_verdict_they_would_make():
+    # the baseline never reached the target on seeds 0-2 (counted at 1,000); the method needs more on every seed
+    runs = [run("grpo", s, 0.2, to_target=None if s < 3 else 1000, censored_at=1000 if s < 3 else None)
+            for s in range(4)]
+    runs += [run("heapa", s, 0.2, to_target=1500 + 10 * s) for s in range(4)]
+    [row] = against_baseline(runs, "grpo", [], resamples=500)
+    assert row["rollouts_to_target"].n == 4 and row["rollouts_to_target"].low > 0
+    assert row["rollouts_to_target_censored"] == Censored(method=0, baseline=3)
+    assert "rollouts to target: not shown: the baseline never reached it on 3 seed(s)" in reading(row)
+    # the method short on every seed where the baseline reached: "fewer" is withheld the same way
+    flipped = [run("grpo", s, 0.2, to_target=1500 + 10 * s) for s in range(4)]
+    flipped += [run("heapa", s, 0.2, to_target=None, censored_at=1000) for s in range(4)]
+    [row] = against_baseline(flipped, "grpo", [], resamples=500)
+    assert row["rollouts_to_target"].high < 0 and "the method never reached it on 4 seed(s)" in reading(row)
+    assert "(short: 4 | 0)" in markdown_against_baseline([row], [])
 
 
 def test_table_against_baseline():
