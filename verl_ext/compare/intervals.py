@@ -80,12 +80,6 @@ def paired(method: Mapping[str, float | None], baseline: Mapping[str, float | No
             if method[s] is not None and baseline[s] is not None]
 
 
-def paired_log_ratio(method: Mapping[str, float | None], baseline: Mapping[str, float | None]) -> list[float]:
-    """log(method / baseline) per shared seed: rollouts to a target compare as a ratio (0.7x = 30 % fewer)."""
-    return [math.log(float(method[s]) / float(baseline[s])) for s in sorted(set(method) & set(baseline))
-            if method[s] and baseline[s]]
-
-
 @dataclass(frozen=True)
 class Censored:
     """How many paired seeds counted a run that never reached the target at its last validation, per side."""
@@ -105,8 +99,9 @@ def to_target_or_censored(summary) -> tuple[float | None, bool]:
 
 def paired_censored_log_ratio(method: Mapping[str, tuple[float | None, bool]],
                               baseline: Mapping[str, tuple[float | None, bool]]) -> tuple[list[float], Censored]:
-    """``paired_log_ratio`` over seeds where at least one side reached the target, the other counted at its last
-    validation when it did not (as the simulator's report counts it). Keeping only the seeds where both reached it
+    """log(method / baseline) per shared seed (rollouts to a target compare as a ratio: 0.7x = 30 % fewer), over
+    seeds where at least one side reached the target, the other counted at its last validation when it did not (as
+    the simulator's report counts it). Keeping only the seeds where both reached it
     drops exactly the seeds on which one method failed, so it biases the ratio towards whichever failed; a
     censored value is a lower bound, which understates the cost of the side that failed. Seeds on which neither
     reached it carry no order and are left out."""
@@ -132,7 +127,7 @@ def ratio_words(iv: Interval, censored: Censored) -> str:
 
 
 def fmt_censored(censored: Censored) -> str:
-    """'' or ' (short on 2 | 1)': seeds counted at their end, method | baseline."""
+    """'' or ' (short: 2 | 1)': seeds counted at their end, method | baseline."""
     if not (censored.method or censored.baseline):
         return ""
     return f" (short: {censored.method} | {censored.baseline})"

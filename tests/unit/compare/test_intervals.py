@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verl_ext.compare.intervals import (Censored, against_baseline, markdown_against_baseline, paired,
-                                        paired_bootstrap, paired_censored_log_ratio, paired_log_ratio, reading)
+                                        paired_bootstrap, paired_censored_log_ratio, reading)
 
 
 def run(method, seed, final, at=None, to_target=None, censored_at=None):
@@ -43,7 +43,9 @@ def test_words_follow_the_interval():
 
 def test_pairs_only_shared_seeds_and_skips_missing_values():
     assert paired({"0": 0.3, "1": 0.2, "2": None}, {"0": 0.25, "1": 0.3, "3": 0.1}) == pytest.approx([0.05, -0.1])
-    assert paired_log_ratio({"0": 700, "1": None}, {"0": 1000, "1": 900}) == pytest.approx([math.log(0.7)])
+    diffs, censored = paired_censored_log_ratio({"0": (700.0, False), "1": (None, False)},
+                                                {"0": (1000.0, False), "1": (900.0, False)})
+    assert diffs == pytest.approx([math.log(0.7)]) and censored == Censored()
 
 
 def test_a_run_that_never_reached_the_target_counts_at_its_end():
