@@ -154,6 +154,12 @@ class HeapaSteps(RecipeSetup, RecipeCheckpoints):
         if self.batch_sampler.allocator is not None:
             sizes = self.batch_sampler.rollout_n(list(batch["index"]))
             batch["__rollout_n__"] = torch.tensor(sizes, dtype=torch.int64)
+        # heapa.ar3po.extend=measured: which prompts the pool had measured, as a row field the staged loop reads
+        if self.ar3po is not None and self.ar3po.config.extend == "measured":
+            pool = self.batch_sampler.pool
+            flags = [pool.measured_value(int(rid)) is not None for rid in batch["index"]]
+            self.ar3po.note_measured(rid for rid, flag in zip(batch["index"], flags) if flag)
+            batch["__heapa_measured__"] = torch.tensor(flags, dtype=torch.int64)
         return batch
 
     def _get_required_batch_multiple(self, dp_size: int) -> int:

@@ -4,11 +4,14 @@ The seeds are 8 tiny-task prompts chosen by level so that every kind of group oc
 (``n2_v5_a``, solved greedily 100%), 5 middling (``n2_v20_a``, ~45%), 1 out of reach (``n4_v99_m``, 0%). Batch 8:
 every record is rolled out at every step. Stages of one response (``k1 = k_s = 1``) up to the ceiling
 ``rollout.n = 2`` make an all-wrong group likely for a middling prompt that was solved before, so reuse fires
-(a middling record escapes it over 6 visits with probability ~0.15, all five ~1e-4).
+(a middling record escapes it over 5 visits with probability ~0.2, all five ~3e-4). ``extend: measured``: at step 1
+no record has been measured, so every prompt follows ``mixed`` (a group of one is never mixed: one response each);
+from step 2 every record has been, so every prompt follows the paper's rule.
 
 Run A, 6 steps, checkpoints at 2/4/6:
-- the staged rollout follows the planner (``rollout/plan_mismatch == 0``) and easy prompts get fewer responses
-  than the hard one, read from the per-record counts in the trace file;
+- the staged rollout follows the planner (``rollout/plan_mismatch == 0``: the trainer told the agent loop and the
+  stage account the same measured records), blind prompts by ``mixed`` at step 1 and measured ones by the paper's
+  rule later, and easy prompts get fewer responses than the hard one, read from the per-record counts in the trace;
 - reuse fires on an all-wrong group, the reused row reaches the actor update with a positive advantage, and the
   zero-advantage share drops after reuse;
 - the rollout cost adds up: responses generated = the staged groups' sizes (replaced rows counted, reused not);
@@ -73,8 +76,9 @@ def _overrides(assets: Path, seeds: Path, out: Path, *, steps: int, method: str 
         "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
-        # the paper's rule with stages of 1: easy prompts stop at once, hard ones take every stage, reuse fills them
-        "heapa.ar3po.extend=unsolved", "heapa.ar3po.k1=1", "heapa.ar3po.k_s=1", "heapa.teacher.backend=programmatic",
+        # stages of 1; from step 2 the paper's rule (every record measured): easy prompts stop at once, hard ones take
+        # every stage, reuse fills them
+        "heapa.ar3po.extend=measured", "heapa.ar3po.k1=1", "heapa.ar3po.k_s=1", "heapa.teacher.backend=programmatic",
         "heapa.reinforce_ada.round_size=2", "heapa.reinforce_ada.max_per_prompt=6",
         f"heapa.trace_file={out / 'trace.jsonl'}",
         "trainer.logger=[console,file]", "trainer.project_name=ar3po_e2e", "trainer.experiment_name=ar3po_grpo",
@@ -136,6 +140,8 @@ def test_staged_rollout_spends_less_on_easy_prompts(runs):
     easy, hard = counts["n2_v5_a"], counts["n4_v99_m"]
     assert sum(easy) / len(easy) < sum(hard) / len(hard), counts
     assert max(hard) == 2 and min(easy) == 1
+    assert metrics[1]["rollout/responses_total"] == 8  # step 1, all blind: `mixed`, one response each
+    assert hard[1:] == [2] * 5  # measured from step 2: the out-of-reach record takes every stage
 
 
 def test_update_count_and_loss_scale_are_grpos(runs):

@@ -122,20 +122,25 @@ class StagedAgentLoopWorkerImpl(AgentLoopWorkerTQ.__ray_actor_class__):
         uid = prompt["uid"]
         await tq.async_kv_put(key=uid, partition_id="train", tag={"status": "running"})
         prompt.pop("__rollout_n__", None)  # the planner decides n, stage by stage (rounds: from rollout.n)
+        measured = bool(int(prompt.pop("__heapa_measured__", 0)))  # set by the trainer under extend: measured
         params = dict(sampling_params)
         if not prompt.pop("__do_sample__", True):
             apply_greedy_sampling_params(params)
         try:
-            status = await self._run_stages(uid, prompt, params, trajectory, trace)
+            status = await self._run_stages(uid, prompt, params, trajectory, trace, measured)
         except Exception:  # a broken stage is verl's "failure" outcome (counted by its replay buffer), logged here
             logger.exception("staged rollout failed for uid=%s", uid)
             status = "failure"
         await tq.async_kv_put(key=uid, partition_id="train", tag={"status": status})
 
-    async def _run_stages(self, uid: str, prompt: dict, params: dict, trajectory: dict, trace: bool) -> str:
+    async def _run_stages(self, uid: str, prompt: dict, params: dict, trajectory: dict, trace: bool,
+                          measured: bool = False) -> str:
         """Run the planner's stages for one prompt; returns verl's terminal status for the group."""
         planner = self._planner()
-        grant = planner.begin([uid])
+        if measured and isinstance(planner, StagePlanner):
+            grant = planner.begin([uid], measured=[uid])
+        else:
+            grant = planner.begin([uid])
         session = 0
         while grant:
             n = grant[uid]

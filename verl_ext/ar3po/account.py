@@ -11,22 +11,23 @@ Complexity: O(total responses) per step.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 
 from verl_ext.ar3po.config import AR3POConfig
 from verl_ext.ar3po.planner import StagePlanner
 from verl_ext.ar3po.stats import check_accs
 
 
-def planned_size(config: AR3POConfig, accs: Sequence[float]) -> int:
-    """Responses the planner asks for when a prompt's rewards come out as ``accs`` (in generation order).
+def planned_size(config: AR3POConfig, accs: Sequence[float], measured: bool = False) -> int:
+    """Responses the planner asks for when a prompt's rewards come out as ``accs`` (in generation order);
+    ``measured``: whether the prompt was named measured at ``begin`` (read under ``extend: measured``).
 
     Drives a one-prompt ``StagePlanner``: stage by stage it takes the granted number of rewards from ``accs``;
     if ``accs`` runs out mid-stage, the answer is what the planner had asked for by then.
     """
     accs = check_accs("planned_size", accs)
     planner = StagePlanner(config)
-    grant = planner.begin(["p"])
+    grant = planner.begin(["p"], measured=["p"] if measured else [])
     asked, used = 0, 0
     while grant:
         n = grant["p"]
@@ -39,8 +40,10 @@ def planned_size(config: AR3POConfig, accs: Sequence[float]) -> int:
     return asked
 
 
-def stage_account(config: AR3POConfig, groups: Mapping[Hashable, Sequence[float]]) -> dict[str, object]:
-    """The step's stage account from ``{prompt id: [acc, ...]}`` (each group in generation order).
+def stage_account(config: AR3POConfig, groups: Mapping[Hashable, Sequence[float]],
+                  measured: Collection[Hashable] = ()) -> dict[str, object]:
+    """The step's stage account from ``{prompt id: [acc, ...]}`` (each group in generation order; ``measured``:
+    the ids the planner was told were measured).
 
     Returns ``stages_used`` (the most stages any prompt needed), ``stages_mean``, ``solved_per_stage`` (prompts
     whose first correct response came in stage s, index s-1), ``unsolved``, ``mismatched`` (ids whose group size
@@ -49,7 +52,7 @@ def stage_account(config: AR3POConfig, groups: Mapping[Hashable, Sequence[float]
     stages, solved_per_stage, mismatched, unsolved = [], [], [], 0
     for pid, raw in groups.items():
         accs = check_accs(pid, raw)
-        if len(accs) != planned_size(config, accs):
+        if len(accs) != planned_size(config, accs, pid in measured):
             mismatched.append(pid)
         stages.append(config.stage_of(len(accs) - 1) if accs else 0)
         first = next((i for i, a in enumerate(accs) if config.is_correct(a)), None)

@@ -22,7 +22,7 @@ from pydantic import Field, field_validator, model_validator
 from verl_ext.config_model import Bool, Float, Invalid, NonNegInt, PositiveInt, Str, config_dataclass, parse
 
 REUSE_MODES = ("replace", "append")
-EXTEND_RULES = ("unsolved", "mixed")
+EXTEND_RULES = ("unsolved", "mixed", "measured")
 CORRECTIONS = ("tis", "none")
 
 
@@ -97,7 +97,10 @@ class AR3POConfig:
     prompts with no correct response yet, so a hard prompt gets more chances. Why ``mixed`` is the default
     (measured, docs/ar3po.md): on the CPU comparison, a single pass over a hard dataset, ``unsolved`` spent the
     later stages on prompts that stayed all wrong and ended 2 points below GRPO at equal rollouts (0.26 of its rows
-    with a non-zero advantage against GRPO's 0.47), while ``mixed`` keeps 0.52 and shows no loss.
+    with a non-zero advantage against GRPO's 0.47), while ``mixed`` keeps 0.52 and shows no loss. ``measured``:
+    ``unsolved`` for the prompts the caller names as measured (HeaPA's pool has a pass rate for them, so an
+    all-wrong first stage is more likely bad luck than a hopeless prompt) and ``mixed`` for the rest (a prompt
+    drawn blind); without a pool every prompt is unmeasured and it is ``mixed``.
 
     ``success_threshold``: rewards here are verl's per-trajectory ``acc`` (0/1 for math); 0.5 separates them
     without trusting float equality. Raise it for partial-credit rewards. *Unverified* knob.

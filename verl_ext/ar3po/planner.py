@@ -14,6 +14,7 @@ the simulator and by any framework. In training, verl's agent-loop workers drive
 Rules (``extend: unsolved``, the paper's): a prompt stops once any response is correct; an unsolved prompt
 continues while stages < ``max_stages`` and responses < ``max_per_prompt`` (the last grant is trimmed to the cap).
 ``extend: mixed`` (the default) continues only prompts whose group holds both a correct and a wrong response.
+``extend: measured`` applies ``unsolved`` to the prompts ``begin`` names as measured and ``mixed`` to the others.
 Order follows ``begin``'s order.
 Complexity: ``begin``/``next_stage``/``summary`` O(prompts); ``record`` O(responses recorded).
 """
@@ -27,7 +28,7 @@ from verl_ext.ar3po.config import AR3POConfig
 from verl_ext.ar3po.stats import check_accs, group_stats
 from verl_ext.state_schema import check_schema
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the prompts named measured (1 still loads: none)
 
 
 class PlannerError(RuntimeError):
@@ -46,12 +47,14 @@ class StagePlanner:
         self._accs: dict[Hashable, list[float]] = {}
         self._solved_at: dict[Hashable, int] = {}  # id -> stage (1-based) of its first correct response
         self._pending: dict[Hashable, int] = {}  # id -> responses still owed for the current stage
+        self._measured: set[Hashable] = set()  # prompts ``extend: measured`` treats by the paper's rule
         self._stage = 0
         self._finished = False
 
     # ---- driving -----------------------------------------------------------------------------------------------
-    def begin(self, ids: Iterable[Hashable]) -> dict[Hashable, int]:
-        """Start a step: every prompt gets ``k1`` responses. Forgets the previous step."""
+    def begin(self, ids: Iterable[Hashable], measured: Iterable[Hashable] = ()) -> dict[Hashable, int]:
+        """Start a step: every prompt gets ``k1`` responses. Forgets the previous step. ``measured``: the prompts
+        whose pass rate the caller knows (read only under ``extend: measured``; ids outside ``ids`` are ignored)."""
         order = list(ids)
         if len(set(order)) != len(order):
             seen: set = set()
@@ -60,6 +63,7 @@ class StagePlanner:
         self._reset()
         self._order = order
         self._accs = {pid: [] for pid in order}
+        self._measured = set(measured) & set(order)
         self._stage = 1
         self._pending = {pid: self.config.k1 for pid in order}
         self._finished = not order
@@ -105,7 +109,8 @@ class StagePlanner:
 
     def _extends(self, pid: Hashable) -> bool:
         """Whether prompt ``pid`` gets a later stage under the ``extend`` rule."""
-        if self.config.extend == "unsolved":
+        rule = self.config.extend
+        if rule == "unsolved" or (rule == "measured" and pid in self._measured):
             return pid not in self._solved_at
         accs = self._accs[pid]
         return pid in self._solved_at and not all(self.config.is_correct(a) for a in accs)
@@ -199,17 +204,21 @@ class StagePlanner:
             "accs": [list(self._accs[pid]) for pid in self._order],
             "solved_at": [[pid, st] for pid, st in self._solved_at.items()],
             "pending": [[pid, n] for pid, n in self._pending.items()],
+            "measured": [pid for pid in self._order if pid in self._measured],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        check_schema(state, "StagePlanner", SCHEMA_VERSION)
+        check_schema(state, "StagePlanner", 1, SCHEMA_VERSION)
         order = list(state["order"])
         accs = state["accs"]
         if len(accs) != len(order) or len(set(order)) != len(order):
             raise ValueError("StagePlanner state: 'order' and 'accs' disagree or ids repeat")
         known = set(order)
-        for key in ("solved_at", "pending"):
-            bad = [pid for pid, _ in state[key] if pid not in known]
+        measured = list(state.get("measured", []))
+        named = {"solved_at": [pid for pid, _ in state["solved_at"]], "pending": [pid for pid, _ in state["pending"]],
+                 "measured": measured}
+        for key, ids in named.items():
+            bad = [pid for pid in ids if pid not in known]
             if bad:
                 raise ValueError(f"StagePlanner state: {key} names unknown prompt ids {bad[:5]}")
         self._reset()
@@ -217,5 +226,6 @@ class StagePlanner:
         self._accs = {pid: check_accs(pid, a) for pid, a in zip(order, accs)}
         self._solved_at = {pid: int(st) for pid, st in state["solved_at"]}
         self._pending = {pid: int(n) for pid, n in state["pending"]}
+        self._measured = set(measured)
         self._stage = int(state["stage"])
         self._finished = bool(state["finished"])

@@ -57,12 +57,15 @@ def ar3po_config(options: dict[str, Any], train: TrainConfig) -> AR3POConfig:
 
 class StagedRollout:
     """AR3PO's rollout for one run: a planner per step, a bank across steps. ``reuse.mode`` must be ``replace``
-    (group sizes stay what was generated; ``append`` would change the rollout cost the simulator compares)."""
+    (group sizes stay what was generated; ``append`` would change the rollout cost the simulator compares).
+    ``measured``: whether the pool has measured a record, read when the step starts, as the trainer reads it when
+    it fetches the batch (``extend: measured``)."""
 
-    def __init__(self, config: AR3POConfig, world: SyntheticWorld, records: int) -> None:
+    def __init__(self, config: AR3POConfig, world: SyntheticWorld, records: int,
+                 measured: Callable[[int], bool] | None = None) -> None:
         if config.reuse.enabled and config.reuse.mode != "replace":
             raise ValueError(f"simulator AR3PO supports reuse.mode 'replace' only, got {config.reuse.mode!r}")
-        self.config, self.world = config, world
+        self.config, self.world, self.measured = config, world, measured
         self.planner = StagePlanner(config)
         self.bank = ResponseBank(config)
         if self.bank.capacity is None:  # capacity 0: one prompt's entries for every seed record, as the recipe
@@ -70,7 +73,9 @@ class StagedRollout:
 
     def __call__(self, ids: np.ndarray, step: int) -> StepRollout:
         cfg = self.config
-        plan = self.planner.begin(range(len(ids)))
+        known = ([j for j, i in enumerate(ids) if self.measured(int(i))]
+                 if self.measured is not None and cfg.extend == "measured" else [])
+        plan = self.planner.begin(range(len(ids)), measured=known)
         while plan:
             pos = np.fromiter(plan.keys(), dtype=np.int64, count=len(plan))
             counts = np.fromiter(plan.values(), dtype=np.int64, count=len(plan))

@@ -82,6 +82,10 @@ SIM_STRATEGIES: dict[str, SimStrategy] = {
     "uniform_ar3po_mixed": SimStrategy("uniform", ar3po={**AR3PO_SIM, "extend": "mixed"}),
     "heapa_ar3po": SimStrategy("boundary", augment=True, lineage=True, ar3po=AR3PO_SIM),
     "heapa_ar3po_mixed": SimStrategy("boundary", augment=True, lineage=True, ar3po={**AR3PO_SIM, "extend": "mixed"}),
+    # the paper's rule for records the pool has measured, `mixed` for those drawn blind
+    "uniform_ar3po_measured": SimStrategy("uniform", ar3po={**AR3PO_SIM, "extend": "measured"}),
+    "heapa_ar3po_measured": SimStrategy("boundary", augment=True, lineage=True,
+                                        ar3po={**AR3PO_SIM, "extend": "measured"}),
     # the paper's rule in stages of 2, as the CPU launcher runs heapa_ar3po (a prompt costs 2, 4, 6 or 8 at n = 8)
     "heapa_ar3po_stages2": SimStrategy("boundary", augment=True, lineage=True, ar3po={**AR3PO_SIM, "k1": 2, "k_s": 2}),
     # the step's k * n responses spread from the pool's estimates (verl_ext.allocation; docs/sim.md)
@@ -220,7 +224,8 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
                          "and DAPO's dynamic sampling each size the groups; pick one")
     staged: StagedRollout | AllocatedRollout | RoundsRollout | None = None
     if spec.ar3po is not None:
-        staged = StagedRollout(ar3po_config(spec.ar3po, config.train), world, n_train)
+        staged = StagedRollout(ar3po_config(spec.ar3po, config.train), world, n_train,
+                               lambda rid: pool.measured_value(rid) is not None)
     elif spec.allocation is not None:
         staged = AllocatedRollout(AllocationConfig(**spec.allocation), world, pool, config.train.n)
     elif spec.rounds is not None:

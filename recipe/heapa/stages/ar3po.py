@@ -62,6 +62,12 @@ class Ar3poStage:
         self.acc_field = acc_field
         self.with_log_probs = with_log_probs
         self.incompatible = 0
+        self.measured: set[int] = set()  # this step's records the pool had measured when fetched (extend: measured)
+
+    def note_measured(self, record_ids) -> None:
+        """Records of this step whose rollout was told they were measured (``extend: measured``): the stage
+        account checks their group sizes against the same rule. Cleared by ``on_batch``."""
+        self.measured.update(int(r) for r in record_ids)
 
     # ------------------------------------------------------------------------------------------- the batch
     def on_batch(self, batch: KVBatchMeta, view: StepBatch,
@@ -84,7 +90,9 @@ class Ar3poStage:
         for uid, a in accs.items():
             n, passes = record.counts.setdefault(record_of[uid], [0, 0])
             record.counts[record_of[uid]] = [n + len(a), passes + sum(self.config.is_correct(x) for x in a)]
-        metrics = stage_metrics(stage_account(self.config, accs))
+        measured = {uid for uid in accs if record_of[uid] in self.measured}
+        self.measured = set()
+        metrics = stage_metrics(stage_account(self.config, accs, measured))
         out = finish_step(accs, self.bank, step, record_of=record_of)
         metrics.update(out.metrics)
         batch, applied = self._apply(batch, view, groups, out.plans, record)

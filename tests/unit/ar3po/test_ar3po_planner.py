@@ -142,6 +142,33 @@ def test_extend_mixed_planned_size_round_trips():
     assert planned_size(cfg, [0, 1, 0, 0, 0, 0, 0, 0]) == 8
 
 
+def test_extend_measured_uses_the_papers_rule_only_for_prompts_named_measured():
+    """``extend: measured``: a measured prompt that came back all wrong gets more chances (the paper's rule); a
+    blind one stops (``mixed``), and a blind mixed group fills up as under ``mixed``."""
+    p = StagePlanner(AR3POConfig(k1=2, k_s=2, max_stages=3, max_per_prompt=6, extend="measured"))
+    answers = {"known_hard": [0, 0, 0, 1], "blind_hard": [0, 0], "known_mixed": [1, 0], "blind_mixed": [1, 0] * 3}
+    plans = []
+    plan = p.begin(list(answers), measured=["known_hard", "known_mixed", "elsewhere"])
+    while plan:
+        plans.append(plan)
+        p.record({pid: answers[pid][len(p.groups()[pid]):len(p.groups()[pid]) + n] for pid, n in plan.items()})
+        plan = p.next_stage()
+    assert plans[1] == {"known_hard": 2, "blind_mixed": 2} and plans[2] == {"blind_mixed": 2}
+    assert p.responses() == {"known_hard": 4, "blind_hard": 2, "known_mixed": 2, "blind_mixed": 6}
+    from verl_ext.ar3po import planned_size, stage_account
+    cfg = p.config
+    assert [planned_size(cfg, answers["known_hard"], m) for m in (True, False)] == [4, 2]
+    groups = {pid: answers[pid][:n] for pid, n in p.responses().items()}
+    assert stage_account(cfg, groups, {"known_hard", "known_mixed"})["mismatched"] == []
+    assert stage_account(cfg, groups)["mismatched"] == ["known_hard", "known_mixed"]  # told nothing: blind
+    clone = StagePlanner(cfg)  # the measured prompts survive a checkpoint, and a version-1 state loads as none
+    clone.load_state_dict(json.loads(json.dumps(p.state_dict())))
+    assert clone.state_dict() == p.state_dict() and clone.state_dict()["measured"] == ["known_hard", "known_mixed"]
+    old = {k: v for k, v in p.state_dict().items() if k != "measured"}
+    clone.load_state_dict({**old, "schema_version": 1})
+    assert clone.state_dict()["measured"] == []
+
+
 def test_extend_rejects_unknown_rule():
     with pytest.raises(ValueError, match="extend"):
         AR3POConfig.from_dict({"extend": "always"})

@@ -8,28 +8,31 @@ from verl_ext.ar3po import AR3POConfig, ResponseBank, ReuseConfig, StagePlanner
 configs = st.builds(
     lambda k1, k_s, stages, extra, extend: AR3POConfig(k1=k1, k_s=k_s, max_stages=stages, max_per_prompt=k1 + extra,
                                                        extend=extend),
-    st.integers(1, 6), st.integers(1, 6), st.integers(1, 5), st.integers(0, 12), st.sampled_from(["unsolved", "mixed"]),
+    st.integers(1, 6), st.integers(1, 6), st.integers(1, 5), st.integers(0, 12), st.sampled_from(["unsolved", "mixed", "measured"]),
 )
 # per prompt: probability-free stream of rewards long enough for any plan (0/1 draws)
 streams = st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=64, max_size=64), min_size=0, max_size=8)
 
 
 @settings(max_examples=150, deadline=None)
-@given(configs, streams)
-def test_planner_invariants(cfg, rows):
+@given(configs, streams, st.lists(st.booleans(), min_size=8, max_size=8))
+def test_planner_invariants(cfg, rows, known):
     planner = StagePlanner(cfg)
     ids = list(range(len(rows)))
-    plan = planner.begin(ids)
+    measured = [pid for pid in ids if known[pid]]
+    plan = planner.begin(ids, measured=measured)
+
+    def rule(pid):  # the rule each prompt follows
+        return cfg.extend if cfg.extend != "measured" else ("unsolved" if pid in measured else "mixed")
     granted = {pid: 0 for pid in ids}
     stages = 0
     while plan:
         stages += 1
-        if stages > 1 and cfg.extend == "unsolved":
-            assert not set(planner.solved_at()) & set(plan), "a solved prompt never gets more"
-        if stages > 1 and cfg.extend == "mixed":
-            for pid in plan:
-                got = set(rows[pid][:granted[pid]])
-                assert got == {0.0, 1.0}, "only a group with signal gets more"
+        for pid in plan if stages > 1 else ():
+            if rule(pid) == "unsolved":
+                assert pid not in planner.solved_at(), "a solved prompt never gets more"
+            else:
+                assert set(rows[pid][:granted[pid]]) == {0.0, 1.0}, "only a group with signal gets more"
         for pid, n in plan.items():
             assert n >= 1
             granted[pid] += n
@@ -45,7 +48,7 @@ def test_planner_invariants(cfg, rows):
     assert sum(s["responses_hist"].values()) == len(ids)
     for pid in ids:
         got = rows[pid][:responses[pid]]
-        if cfg.extend == "mixed":  # all-equal after stage 1 stops there; a mixed group uses every stage or the cap
+        if rule(pid) == "mixed":  # all-equal after stage 1 stops there; a mixed group uses every stage or the cap
             first = set(rows[pid][:cfg.k1])
             assert responses[pid] == (cfg.max_responses() if first == {0.0, 1.0} else cfg.k1)
             continue
