@@ -175,3 +175,17 @@ def test_heapa_ar3pos_stage_rule_early_and_late(tmp_path):
     assert means == [1.5, 2.0] and all(a["low"] > 0 for a in early)
     tail = row["tail"]
     assert 100 * tail["mean"] == pytest.approx(-0.6, abs=0.05) and tail["low"] < 0 < tail["high"]
+
+
+def test_heapa_ar3po_with_the_measured_rule_against_mixed(tmp_path):
+    # extend: measured (the paper's rule for prompts the pool had measured, mixed for blind ones), seeds 0-4: the
+    # runs match `mixed` while every prompt is blind (640 rollouts), then fall behind it; the preset keeps `mixed`
+    summary = compare(tmp_path, ["heapa_ar3po_mixed_epyc_80_avg16", "heapa_ar3po_measured_epyc_80_avg16"],
+                      "--baseline", "heapa_ar3po_mixed_epyc_80_avg16", "--budgets", "640,1280,5120",
+                      "--tail-from-step", "40", "--target", "none", seeds=5)
+    [row] = summary["against_baseline"]
+    means, _ = at_budgets(row, "640", "1280")
+    assert means == [0.0, -0.2]
+    tail = row["tail"]
+    assert tail["n"] == 5 and 100 * tail["mean"] == pytest.approx(-0.8, abs=0.05) and tail["high"] < 0
+    assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
