@@ -25,12 +25,13 @@ EVICTIONS = ("farthest", "paper")
 REINSERT_TRIGGERS = ("below_batch", "always", "never")
 EXPLORATIONS = ("adaptive", "fixed", "greedy")
 WINDOW_SEATS = ("cold", "frontier")
+COLD_DRAWS = ("arrival", "signal")
 # The fields only the frontier rule (the ``boundary`` strategy, ``verl_ext/selection/frontier/``) and the pool's
 # frontier metrics read: the recipe exposes them as that strategy's options (``heapa.selection.kwargs.*``).
 FRONTIER_FIELDS = ("boundary", "target_pass_rate", "candidate_ratio", "signal_share", "progress_min_share",
                    "progress_decay", "progress_min_count", "low_fraction", "sampling_mode", "mixed_easy_fraction",
                    "cold_fraction", "exploration", "frontier_band", "frontier_batches", "max_window_visits",
-                   "window_seat", "revisit_penalty", "child_distance_penalty")
+                   "window_seat", "revisit_penalty", "child_distance_penalty", "cold_draw", "cold_group_key")
 
 
 @config_dataclass(name="pool.reinsertion", error=ConfigError)
@@ -101,6 +102,12 @@ class PoolConfig:
       the ``target`` draw (and ``progress``'s target seats) and when ``greedy`` compares the frontier with a cold
       draw: where re-training one problem teaches its skill less each time, a seed re-drawn often yields its seat
       to fresher ones and, once none is nearer than a cold draw, to the cold queue. 0 = off (docs/pool.md).
+    - ``cold_draw``: which never-measured records the frontier's cold seats take: ``arrival`` (the queue's
+      order) or ``signal`` (a group first, weighted by its cold records times ``v(1-v)`` of what its records read
+      at their first measurement, then its earliest arrival: ``cold_groups.py``).
+    - ``cold_group_key``: the group of a record for ``cold_draw: signal``: ``data_source`` or a dotted path into
+      the record's ``extra`` (a verl row's ``extra_info.level`` is ``extra_info.level``); records without it share
+      one group.
     - ``metrics_window``: steps over which ``pool/window_*`` count distinct trained records and their visits.
     - ``max_child_fraction``: at most this share of a batch may be augmented children (1 = no cap).
     - ``child_distance_penalty``: ``target`` ranks a child as if its estimate were this much farther from the
@@ -140,6 +147,8 @@ class PoolConfig:
     max_window_visits: PositiveInt | None = None
     window_seat: Literal[WINDOW_SEATS] = "cold"
     revisit_penalty: Fraction = 0.0
+    cold_draw: Literal[COLD_DRAWS] = "arrival"
+    cold_group_key: Annotated[Str, Field(min_length=1)] = "data_source"
     metrics_window: PositiveInt = 10
     max_child_fraction: Fraction = 0.5
     child_distance_penalty: Fraction | None = None

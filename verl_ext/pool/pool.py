@@ -38,6 +38,7 @@ from verl_ext.pool.capacity import PoolCapacityMixin
 from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
 from verl_ext.pool.coverage import ColdYield, PoolCoverageMixin, SelectionWindow
 from verl_ext.pool.feedback import FeedbackSummary
+from verl_ext.pool.cold_groups import ColdGroupSignal, GroupedColdQueue, group_label
 from verl_ext.pool.cold_queue import ColdQueue
 from verl_ext.pool.ingest import PoolIngestMixin
 from verl_ext.pool.progress import DrawProgress
@@ -68,7 +69,9 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
         self.seed = seed
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self._records: dict[int, PromptRecord] = {}
-        self._cold = ColdQueue()
+        grouped = self.config.cold_draw == "signal"
+        self._cold = GroupedColdQueue(self._cold_group) if grouped else ColdQueue()
+        self._cold_signal = ColdGroupSignal() if grouped else None
         self._cold_front = 0  # arrival numbers: released records go in front (-1, -2, ...), new ones behind
         self._cold_back = 0
         self._scored = ValueBuckets(self.config.resolution, groups=2)
@@ -123,7 +126,10 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
         return self._target_bucket
 
     def pop_cold(self, n: int) -> list[int]:
-        """Take the ``n`` earliest cold ids out of the queue (a draw in progress). O(n log n)."""
+        """Take ``n`` cold ids out of the queue (a draw in progress): the earliest arrivals, or under ``cold_draw:
+        signal`` one group draw per seat (``cold_groups.py``). O(n log n), plus O(groups) per seat then."""
+        if self._cold_signal is not None:
+            return self._cold_signal.draw(self._cold, n, self._rng)
         return [self._cold.pop()[0] for _ in range(n)]
 
     def withdraw(self, ids: list[int]) -> None:
@@ -217,6 +223,8 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
             self.estimator.update(rec, passes, n, discount ** (step - measured) if discount < 1.0 else 1.0)
             if estimate is None:  # a cold draw's first measurement: what the next one is expected to read
                 self._observe_cold(self.estimator.value(rec))
+                if self._cold_signal is not None:
+                    self._cold_signal.observe(self._cold_group(rid), passes / n)
             if self.config.boundary == "progress":
                 self._progress.observe(rid, rec.last_pass, passes, n)
             rec.last_pass = passes / n
@@ -343,6 +351,8 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
             hi = self._scored.bucket_of_value(min(1.0, self.config.target_pass_rate + 0.25))
             out["pool/frac_near_target"] = float(merged[lo:hi + 1].sum()) / len(self._scored)
         out.update(self.coverage_metrics())  # issue 23 (coverage.py)
+        if self._cold_signal is not None:
+            out.update(self._cold_signal.metrics())
         return {k: float(v) for k, v in out.items()}
 
     def counters(self) -> dict[str, int]:
@@ -357,6 +367,10 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
 
     def _live_count(self) -> int:
         return len(self._cold) + len(self._scored) + len(self._in_flight)
+
+    def _cold_group(self, rid: int) -> str:
+        rec = self._records[rid]
+        return group_label(rec.data_source, rec.extra, self.config.cold_group_key)
 
     def _group(self, rid: int) -> int:
         return CHILD_GROUP if self._records[rid].origin == AUGMENTED else SEED_GROUP

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from verl_ext.pool.cold_groups import ColdGroupSignal
 from verl_ext.pool.errors import ConfigError
 from verl_ext.pool.progress import DrawProgress
 from verl_ext.pool.record import ARCHIVED, COLD, FIELDS, IN_FLIGHT, POOLED, PromptRecord
@@ -56,6 +57,8 @@ class PoolStateMixin:
         }
         if self.config.boundary == "progress":
             state["draw_progress"] = self._progress.state_dict()
+        if self._cold_signal is not None:
+            state["cold_signal"] = self._cold_signal.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -126,6 +129,10 @@ class PoolStateMixin:
         self._progress = DrawProgress(cfg.progress_decay, cfg.progress_min_share, cfg.progress_min_count)
         if "draw_progress" in state:  # absent unless written under boundary: progress; then it starts afresh
             self._progress.load_state_dict(state["draw_progress"])
+        if self._cold_signal is not None:  # absent unless written under cold_draw: signal; then it starts afresh
+            self._cold_signal = ColdGroupSignal()
+            if "cold_signal" in state:
+                self._cold_signal.load_state_dict(state["cold_signal"])
 
 
 def _pooled_ids(state: dict[str, Any]) -> list[int]:

@@ -209,7 +209,8 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
     world = SyntheticWorld(config.prompts, config.learner, rng_init, rng_roll, rng_verify)
     pool = QueryPool(config.pool_config(track_changes=spec.lineage, **spec.pool), seed=pool_seed)
     n_train = config.prompts.n_train
-    ids = pool.add_seeds_bulk([f"prompt {i}" for i in range(n_train)], ["0"] * n_train, "sim")
+    topics = [{"topic": int(t)} for t in world.seed_topic]  # what ``cold_group_key: topic`` groups by
+    ids = pool.add_seeds_bulk([f"prompt {i}" for i in range(n_train)], ["0"] * n_train, "sim", extras=topics)
     world.register(np.asarray(ids), world.seed_difficulty, world.seed_topic, np.ones(n_train, dtype=bool))
 
     probe = _CountingProbe(world.prompt_entropy)
