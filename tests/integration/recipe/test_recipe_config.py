@@ -116,12 +116,20 @@ def test_cpu_preset_mirrors_the_cpu_override_list():
         assert str(got) == value or str(got).lower() == value.lower(), (key, got, value)
 
 
+def test_the_cold_group_draw_is_a_strategy_option():
+    cfg = _compose("method=heapa_grpo", "heapa.teacher.model=judge", "++heapa.selection.kwargs.cold_draw=signal",
+                   "++heapa.selection.kwargs.cold_group_key=extra_info.level")
+    s = _settings(cfg)
+    assert (s.pool.cold_draw, s.pool.cold_group_key) == ("signal", "extra_info.level")
+
+
 @pytest.mark.parametrize(
     "override, needle",
     [
         ("heapa.pool.low_fraction=2.0", "heapa.pool.low_fraction"),
         ("++heapa.selection.kwargs.low_fraction=2.0", "heapa.selection.kwargs.low_fraction"),
         ("++heapa.selection.kwargs.cold_fracton=0.3", "unknown keys"),
+        ("++heapa.selection.kwargs.cold_draw=topic", "heapa.selection.kwargs.cold_draw"),
         ("heapa.selection.name=nope", "heapa.selection.name"),
         ("heapa.lineage.method=mean", "heapa.lineage"),
         ("heapa.platform=tpu", "heapa.platform"),
