@@ -116,7 +116,8 @@ class ColdGroupSignal:
         return (total + 0.5) / (count + 1.0)
 
     def draw(self, queue: GroupedColdQueue, n: int, rng: np.random.Generator) -> list[int]:
-        """Take ``n`` cold ids (at most what the queue holds), one group draw per seat."""
+        """Take ``n`` cold ids (at most what the queue holds), one group draw per seat. With one group holding cold
+        records the draw is arrival order and uses no randomness, so a single-source dataset draws as ``arrival``."""
         sizes = queue.sizes()
         groups = sorted(sizes)  # not insertion order, which a restored queue does not keep
         count = np.array([sizes[g] for g in groups], dtype=np.float64)
@@ -126,7 +127,8 @@ class ColdGroupSignal:
         out, took = [], []
         for _ in range(min(n, int(count.sum()))):
             weight = count * (signal + COLD_GROUP_FLOOR)
-            i = int(rng.choice(len(groups), p=weight / weight.sum()))
+            held = np.flatnonzero(count)
+            i = int(held[0]) if len(held) == 1 else int(rng.choice(len(groups), p=weight / weight.sum()))
             out.append(queue.pop_group(groups[i]))
             count[i] -= 1
             took.append(signal[i])

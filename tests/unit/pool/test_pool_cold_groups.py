@@ -83,8 +83,8 @@ def test_the_draw_leans_towards_the_group_that_reads_near_one_half():
     assert len(signal.draw(queue, 500, np.random.default_rng(1))) == 160  # never more than the queue holds
 
 
-def _pool(draw: str) -> QueryPool:
-    cfg = PoolConfig(cold_draw=draw, cold_group_key="extra_info.level", max_window_visits=1, boundary="progress")
+def _pool(draw: str, key: str = "extra_info.level") -> QueryPool:
+    cfg = PoolConfig(cold_draw=draw, cold_group_key=key, max_window_visits=1, boundary="progress")
     pool = QueryPool(cfg, seed=5)
     extras = [{"extra_info": {"level": "easy" if i % 4 else "hard"}} for i in range(400)]
     pool.add_seeds_bulk([f"q{i}" for i in range(400)], ["1"] * 400, "toy", extras=extras)
@@ -114,3 +114,9 @@ def test_pool_cold_seats_skip_the_hopeless_level_and_resume_identically():
     twin = _pool("signal")
     twin.load_state_dict(json.loads(json.dumps(lean.state_dict())))
     assert _train(twin, range(12, 18)) == _train(lean, range(12, 18))
+
+
+def test_one_group_draws_the_batches_arrival_order_draws():
+    single, fifo = _pool("signal", key="data_source"), _pool("arrival")
+    assert _train(single, range(6)) == _train(fifo, range(6))
+    assert single.rng.bit_generator.state == fifo.rng.bit_generator.state
