@@ -74,7 +74,9 @@ if ! have_gpu; then
   )
   if [[ "$METHOD" == heapa_* ]]; then  # the tiny model writes variants in its warm-start format; checked exactly
     ARGS+=(heapa.augmentation.prompt_preset=tiny heapa.teacher.concurrency=2
-           heapa.augmentation.max_new_tokens=24 heapa.augmentation.num_parents=4 heapa.augmentation.band_high=1.0)
+           heapa.augmentation.max_new_tokens=24 heapa.augmentation.num_parents=4 heapa.augmentation.band_high=1.0
+           # the arithmetic rows carry their level: what cold_draw=signal groups never-measured problems by
+           ++heapa.selection.kwargs.cold_group_key=extra_info.level)
   fi
   ARGS+=("$@")
   if [[ "${DRY_RUN:-0}" == "1" ]]; then printf '%s\n' "${ARGS[@]}"; exit 0; fi
