@@ -189,3 +189,38 @@ def test_heapa_ar3po_with_the_measured_rule_against_mixed(tmp_path):
     tail = row["tail"]
     assert tail["n"] == 5 and 100 * tail["mean"] == pytest.approx(-0.8, abs=0.05) and tail["high"] < 0
     assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
+
+
+def test_heapa_grpos_cold_draw_by_level_against_arrival_and_grpo(tmp_path):
+    # cold_draw: signal (its preset since), seeds 0-5: above arrival order late and at step 80, above GRPO over
+    # steps 40-80; fewer rollouts than GRPO to GRPO's final still not shown (0.87x [0.72x, 1.05x])
+    summary = compare(tmp_path, ["grpo_epyc_80_avg16", "heapa_grpo_epyc_80_avg16", "heapa_grpo_colds_epyc_80_avg16"],
+                      "--baseline", "heapa_grpo_epyc_80_avg16", "--budgets", "1280,2560", "--at-steps", "80",
+                      "--tail-from-step", "40", "--target", "none", seeds=6)
+    rows = {row["method"]: row for row in summary["against_baseline"]}
+    cold = rows["heapa_grpo_colds_epyc_80_avg16"]
+    tail, last = cold["tail"], cold["at_step"]["80"]
+    assert tail["n"] == 6 and 100 * tail["mean"] == pytest.approx(0.3, abs=0.05) and tail["low"] > 0
+    assert 100 * last["mean"] == pytest.approx(0.6, abs=0.05) and last["low"] > 0
+    assert all(a["low"] < 0 < a["high"] for a in cold["at_budget"].values())
+    zero = {run["method"]: [] for run in summary["runs"]}
+    for run in summary["runs"]:
+        zero[run["method"]].append(run["zero_signal_mean"])
+    assert max(zero["heapa_grpo_colds_epyc_80_avg16"]) < min(zero["heapa_grpo_epyc_80_avg16"])  # 36 % against 46 %
+    summary = compare(tmp_path / "grpo", ["grpo_epyc_80_avg16", "heapa_grpo_colds_epyc_80_avg16"], "--baseline",
+                      "grpo_epyc_80_avg16", "--budgets", "1280", "--tail-from-step", "40", "--target", "auto",
+                      seeds=6)
+    [row] = summary["against_baseline"]
+    assert 100 * row["tail"]["mean"] == pytest.approx(1.2, abs=0.05) and 100 * row["tail"]["low"] > 0
+    assert 100 * row["at_budget"]["1280"]["low"] > -1
+    ratio = row["rollouts_to_target_log_ratio"]
+    assert ratio["n"] == 6 and math.exp(ratio["mean"]) == pytest.approx(0.87, abs=0.005) and ratio["high"] > 0
+    assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
+
+
+def test_heapa_grpos_cold_draw_by_level_against_target_at_1280_rollouts(tmp_path):
+    summary = compare(tmp_path, ["heapa_grpo_target_epyc_80_avg16", "heapa_grpo_colds_epyc_80_avg16"], "--baseline",
+                      "heapa_grpo_target_epyc_80_avg16", "--budgets", "1280", "--target", "none", seeds=6)
+    [row] = summary["against_baseline"]
+    at = row["at_budget"]["1280"]
+    assert at["n"] == 6 and 100 * at["mean"] == pytest.approx(0.4, abs=0.05) and 100 * at["low"] > -1
