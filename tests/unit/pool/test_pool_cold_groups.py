@@ -1,18 +1,13 @@
-"""``cold_draw: signal``: group labels, the grouped cold queue kept in step with the pool-wide one, the group draw's
-lean towards groups with signal, and the pool's state round trip under it."""
+"""``cold_draw: signal``: group labels, the grouped queue's restore, the group draw's lean towards groups with signal,
+and the pool's state round trip under it (the grouped queue's random operations: ``test_pool_cold_queue.py``)."""
 
 import json
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from verl_ext.pool import PoolConfig, QueryPool
 from verl_ext.pool.cold_groups import ColdGroupSignal, GroupedColdQueue, group_label
 from verl_ext.selection.frontier import draw_batch
-
-OPS = st.lists(st.tuples(st.sampled_from(["back", "front", "pop", "remove", "group"]), st.integers(0, 30)),
-               max_size=80)
 
 
 def test_group_label_reads_data_source_or_a_path_into_extra():
@@ -22,36 +17,6 @@ def test_group_label_reads_data_source_or_a_path_into_extra():
     assert group_label("arith", extra, "extra_info.topic") == ""
     assert group_label("arith", None, "extra_info.level") == ""
     assert group_label("arith", {"extra_info": "flat"}, "extra_info.level") == ""
-
-
-@settings(max_examples=60, deadline=None)
-@given(ops=OPS)
-def test_grouped_queue_keeps_every_group_in_arrival_order(ops):
-    queue, model, front, back = GroupedColdQueue(lambda rid: str(rid % 3)), {}, 0, 0
-    for op, item in ops:
-        if op in ("back", "front") and item not in model:
-            if op == "back":
-                arrival, back = back, back + 1
-            else:
-                front -= 1
-                arrival = front
-            queue.push(item, arrival)
-            model[item] = arrival
-        elif op == "pop" and model:
-            expected = min(model.items(), key=lambda kv: kv[1])
-            assert queue.pop() == expected
-            del model[expected[0]]
-        elif op == "remove" and item in model:
-            assert queue.remove(item) == model.pop(item)
-        elif op == "group" and queue.sizes().get(str(item % 3)):
-            members = {rid: a for rid, a in model.items() if rid % 3 == item % 3}
-            expected = min(members, key=members.get)
-            assert queue.pop_group(str(item % 3)) == expected
-            del model[expected]
-        assert dict(queue.items()) == model
-        held = {str(rid % 3) for rid in model}
-        assert held <= set(queue.sizes())
-        assert queue.sizes() == {g: sum(str(rid % 3) == g for rid in model) for g in queue.sizes()}
 
 
 def test_load_rebuilds_the_groups_from_the_saved_layout():

@@ -5,14 +5,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verl_ext.pool import ColdQueue, DuplicateRecordError, UnknownRecordError
+from verl_ext.pool.cold_groups import GroupedColdQueue
 
-OPS = st.lists(st.tuples(st.sampled_from(["back", "front", "pop", "remove"]), st.integers(0, 30)), max_size=80)
+OPS = st.lists(st.tuples(st.sampled_from(["back", "front", "pop", "remove", "group"]), st.integers(0, 30)),
+               max_size=80)
 
 
+def _group(rid: int) -> str:
+    return str(rid % 3)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
 @settings(max_examples=60, deadline=None)
 @given(ops=OPS)
-def test_random_ops_serve_in_arrival_order(ops):
-    queue, model, front, back = ColdQueue(), {}, 0, 0
+def test_random_ops_serve_in_arrival_order(grouped, ops):
+    """Either queue serves in arrival order; the grouped one (``cold_draw: signal``) also serves each group's
+    earliest arrival and keeps its per-group sizes in step."""
+    queue, model, front, back = (GroupedColdQueue(_group) if grouped else ColdQueue()), {}, 0, 0
     for op, item in ops:
         if op in ("back", "front") and item not in model:
             if op == "back":
@@ -28,6 +37,14 @@ def test_random_ops_serve_in_arrival_order(ops):
             del model[expected[0]]
         elif op == "remove" and item in model:
             assert queue.remove(item) == model.pop(item)
+        elif op == "group" and grouped and queue.sizes().get(_group(item)):
+            members = {rid: a for rid, a in model.items() if _group(rid) == _group(item)}
+            expected = min(members, key=members.get)
+            assert queue.pop_group(_group(item)) == expected
+            del model[expected]
+        if grouped:
+            assert queue.sizes() == {g: sum(_group(rid) == g for rid in model) for g in queue.sizes()}
+            assert {_group(rid) for rid in model} <= set(queue.sizes())
         assert len(queue) == len(model) and sorted(queue) == sorted(model)
         assert all(i in queue for i in model) and dict(queue.items()) == model
         assert [queue.id_at(p) for p in range(len(queue))] == list(queue)
