@@ -3,7 +3,8 @@
 Where a record lives, by status:
 
 - ``cold``: FIFO queue of unscored records (a ``ColdQueue``: a heap on arrival number, so it is indexable and
-  removable by id); served before anything else.
+  removable by id; under ``cold_draw: signal`` a ``GroupedColdQueue`` that also serves a chosen group's earliest
+  arrival, ``cold_groups.py``).
 - ``pooled``: scored records in ``ValueBuckets`` (bucketed by ranking value, seeds and augmented children apart);
   selection rules read the buckets (``buckets``) and move records with ``withdraw`` / ``restore``; HeaPA's
   frontier draw is the ``boundary`` strategy's (``verl_ext/selection/frontier/``), not the pool's.
