@@ -6,9 +6,9 @@ loadfile``).
 The run (``pinned_overrides``): 3 steps of the tiny CPU task, a checkpoint every step, the hf rollout's deterministic
 mode (one request per generate, each seeded by the prompt, the weights' step and its n-th request, so batching and
 arrival order do not change what is sampled), repeated seeds dropped (identical prompts of two records would share
-one sample stream), and the frontier ``target`` without a re-visit bound, as the golden commit ran (heapa_grpo's
-default is ``progress`` with ``max_window_visits: 1`` since; both have their own unit tests in
-``tests/unit/selection/``).
+one sample stream), and the frontier ``target`` without a re-visit bound and with cold seats in arrival order, as
+the golden commit ran (heapa_grpo's default is ``progress`` with ``max_window_visits: 1`` and ``cold_draw: signal``
+since; each has its own unit tests in ``tests/unit/selection/`` and ``tests/unit/pool/``).
 
 **Pinned trace.** A refactor that means to change nothing must reproduce the run. It is reduced to what is an exact
 function of the code and the seed: per step the records fed back, their pass rates, the children integrated and a
@@ -106,7 +106,8 @@ def pinned_overrides(e2e_runner, assets: Path, out: Path, *, steps: int = STEPS,
     return e2e_runner.recipe_overrides(assets, out, "heapa_grpo", steps=steps, save_freq=1,
                                        resume_mode=resume_mode) + [
         "+actor_rollout_ref.rollout.engine_kwargs.hf.deterministic=true", "heapa.rows.duplicates=drop",
-        "heapa.selection.kwargs.boundary=target", "heapa.selection.kwargs.max_window_visits=null"]
+        "heapa.selection.kwargs.boundary=target", "heapa.selection.kwargs.max_window_visits=null",
+        "heapa.selection.kwargs.cold_draw=arrival"]
 
 
 @dataclass(frozen=True)
