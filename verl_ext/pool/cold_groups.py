@@ -90,7 +90,7 @@ class GroupedColdQueue(ColdQueue):
     def pop_group(self, group: str) -> int:
         """Take the earliest arrival of ``group`` out of the queue."""
         rid, _ = self._groups[group].pop()
-        ColdQueue.remove(self, rid)
+        super().remove(rid)  # ColdQueue's: the group's sub-heap has it out already
         del self._group_of[rid]
         return rid
 

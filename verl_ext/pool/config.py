@@ -106,8 +106,8 @@ class PoolConfig:
       order) or ``signal`` (a group first, weighted by its cold records times ``v(1-v)`` of what its records read
       at their first measurement, then its earliest arrival: ``cold_groups.py``).
     - ``cold_group_key``: the group of a record for ``cold_draw: signal``: ``data_source`` or a dotted path into
-      the record's ``extra`` (a verl row's ``extra_info.level`` is ``extra_info.level``); records without it share
-      one group.
+      the record's ``extra`` (``extra_info.level``: the ``level`` of a verl row's ``extra_info``); records without
+      it share one group, and the pool logs a warning naming the key at the first such record.
     - ``metrics_window``: steps over which ``pool/window_*`` count distinct trained records and their visits.
     - ``max_child_fraction``: at most this share of a batch may be augmented children (1 = no cap).
     - ``child_distance_penalty``: ``target`` ranks a child as if its estimate were this much farther from the

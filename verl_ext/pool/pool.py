@@ -39,7 +39,7 @@ from verl_ext.pool.capacity import PoolCapacityMixin
 from verl_ext.pool.estimators import Estimator, build_estimator, check_pass_rate, child_prior
 from verl_ext.pool.coverage import ColdYield, PoolCoverageMixin, SelectionWindow
 from verl_ext.pool.feedback import FeedbackSummary
-from verl_ext.pool.cold_groups import ColdGroupSignal, GroupedColdQueue, group_label
+from verl_ext.pool.cold_groups import MISSING_GROUP, ColdGroupSignal, GroupedColdQueue, group_label
 from verl_ext.pool.cold_queue import ColdQueue
 from verl_ext.pool.ingest import PoolIngestMixin
 from verl_ext.pool.progress import DrawProgress
@@ -73,6 +73,7 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
         grouped = self.config.cold_draw == "signal"
         self._cold = GroupedColdQueue(self._cold_group) if grouped else ColdQueue()
         self._cold_signal = ColdGroupSignal() if grouped else None
+        self._warned_missing_group = False
         self._cold_front = 0  # arrival numbers: released records go in front (-1, -2, ...), new ones behind
         self._cold_back = 0
         self._scored = ValueBuckets(self.config.resolution, groups=2)
@@ -371,7 +372,12 @@ class QueryPool(PoolIngestMixin, PoolCapacityMixin, PoolStateMixin, PoolCoverage
 
     def _cold_group(self, rid: int) -> str:
         rec = self._records[rid]
-        return group_label(rec.data_source, rec.extra, self.config.cold_group_key)
+        label = group_label(rec.data_source, rec.extra, self.config.cold_group_key)
+        if label == MISSING_GROUP and not self._warned_missing_group:  # a mistyped key would draw as ``arrival``
+            self._warned_missing_group = True
+            logger.warning("cold_draw=signal: record %s has no %r (cold_group_key); records without it share one "
+                           "group (warned once)", rid, self.config.cold_group_key)
+        return label
 
     def _group(self, rid: int) -> int:
         return CHILD_GROUP if self._records[rid].origin == AUGMENTED else SEED_GROUP

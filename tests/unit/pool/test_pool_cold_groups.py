@@ -2,6 +2,7 @@
 and the pool's state round trip under it (the grouped queue's random operations: ``test_pool_cold_queue.py``)."""
 
 import json
+import logging
 
 import numpy as np
 
@@ -85,3 +86,11 @@ def test_one_group_draws_the_batches_arrival_order_draws():
     single, fifo = _pool("signal", key="data_source"), _pool("arrival")
     assert _train(single, range(6)) == _train(fifo, range(6))
     assert single.rng.bit_generator.state == fifo.rng.bit_generator.state
+
+
+def test_a_key_no_record_has_is_warned_once(caplog):
+    with caplog.at_level(logging.WARNING, logger="verl_ext.pool.pool"):
+        pool = _pool("signal", key="extra_info.topic")
+        _train(pool, range(2))
+    warned = [r for r in caplog.records if "cold_group_key" in r.getMessage()]
+    assert len(warned) == 1 and "'extra_info.topic'" in warned[0].getMessage()
