@@ -107,7 +107,9 @@ def test_a_moved_key_still_applies_with_a_warning_naming_its_new_home(caplog):
 
 def test_switching_a_heapa_preset_to_another_strategy_says_how_to_clear_its_options():
     with pytest.raises(HeapaConfigError, match="boundary strategy's options.*remove them with "
-                       "~heapa.selection.kwargs.boundary ~heapa.selection.kwargs.max_window_visits"):
+                       "~heapa.selection.kwargs.boundary ~heapa.selection.kwargs.cold_draw "
+                       "~heapa.selection.kwargs.max_window_visits"):
         _settings("method=heapa_grpo", "heapa.selection.name=uniform")
     assert _settings("method=heapa_grpo", "heapa.selection.name=uniform", "~heapa.selection.kwargs.boundary",
-                     "~heapa.selection.kwargs.max_window_visits").pool.boundary == "target"
+                     "~heapa.selection.kwargs.cold_draw", "~heapa.selection.kwargs.max_window_visits"
+                     ).pool.boundary == "target"
