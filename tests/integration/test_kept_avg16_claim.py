@@ -229,3 +229,22 @@ def test_heapa_grpos_cold_draw_reaches_grpos_final_sooner_on_a_mean_of_validatio
     ratio = row["rollouts_to_target_log_ratio"]
     assert ratio["n"] == 7 and row["rollouts_to_target_censored"] == {"method": 0, "baseline": 3}
     assert math.exp(ratio["mean"]) == pytest.approx(expected, abs=0.005) and ratio["high"] < 0
+
+
+def test_heapa_dapos_cold_draw_by_level_reaches_the_presets_accuracy_sooner(tmp_path):
+    # heapa_dapo with cold_draw=signal, seeds 0-7: above its preset (arrival order) from 1,280 to 5,120 rollouts,
+    # level with it over steps 40-80; fewer rollouts than DAPO to DAPO's final than the preset needs
+    summary = compare(tmp_path, ["heapa_dapo_seat_epyc_80_avg16", "heapa_dapo_colds_epyc_80_avg16"], "--baseline",
+                      "heapa_dapo_seat_epyc_80_avg16", "--budgets", "1280,2560,5120", "--tail-from-step", "40",
+                      "--target", "none")
+    [row] = summary["against_baseline"]
+    means, found = at_budgets(row, "1280", "2560", "5120")
+    assert means == [1.2, 2.4, 1.4] and all(a["low"] > 0 for a in found)
+    assert row["tail"]["n"] == 8 and 100 * row["tail"]["low"] > -1 and row["tail"]["low"] < 0 < row["tail"]["high"]
+    summary = compare(tmp_path / "dapo", ["dapo_epyc_80_avg16", "heapa_dapo_colds_epyc_80_avg16",
+                                          "heapa_dapo_seat_epyc_80_avg16"], "--baseline", "dapo_epyc_80_avg16",
+                      "--target", "auto")
+    ratios = {row["method"]: row["rollouts_to_target_log_ratio"] for row in summary["against_baseline"]}
+    cold, seat = ratios["heapa_dapo_colds_epyc_80_avg16"], ratios["heapa_dapo_seat_epyc_80_avg16"]
+    assert math.exp(cold["mean"]) == pytest.approx(0.63, abs=0.005) and cold["high"] < 0
+    assert math.exp(seat["mean"]) == pytest.approx(0.76, abs=0.005) and cold["mean"] < seat["mean"]

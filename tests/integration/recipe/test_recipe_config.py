@@ -71,7 +71,7 @@ def test_every_preset_composes_and_validates(method, platform):
         assert s.pool.max_window_visits == (1 if bounded else None)
         # heapa_dapo's bounded seat goes to the frontier's next pick first: fewer groups for DAPO to drop
         assert s.pool.window_seat == ("frontier" if method == "heapa_dapo" else "cold")
-        # heapa_grpo's cold seats by group (measured on GRPO; the others keep arrival order, as measured)
+        # heapa_grpo's cold seats by group; heapa_dapo keeps arrival order (the simulator's huge_pool paid for it)
         assert s.pool.cold_draw == ("signal" if method == "heapa_grpo" else "arrival")
 
 
