@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-window", type=int, default=1,
                    help="read 'rollouts to target' on the mean of this many consecutive validations (1: the first "
                         "validation at or above the target; one validation's noise picks the luckiest crossing)")
+    p.add_argument("--target-crossing", choices=("validation", "interpolated"), default="validation",
+                   help="where a run reaches the target: at the first validation at or above it, or where the line "
+                        "from the validation before crosses it (finer than the validation spacing)")
     p.add_argument("--val-source", default=None, help="one data source's val accuracy (default: mean over all)")
     p.add_argument("--rollouts-per-step", type=float, default=None,
                    help="for runs without feedback/* metrics (plain verl): train_batch_size x rollout.n")
@@ -149,12 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.target_window < 1:
         raise SystemExit(f"--target-window {args.target_window}: expected a count of validations, at least 1")
     for s in summaries:
-        s.evaluate_at(budgets, target, args.tail_from, args.target_window, args.tail_from_step, at_steps)
+        s.evaluate_at(budgets, target, args.tail_from, args.target_window, args.tail_from_step, at_steps,
+                      interpolated=args.target_crossing == "interpolated")
     stats = {m: method_stats(group, budgets, at_steps) for m, group in group_by_method(summaries).items()}
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     table = markdown(stats, budgets, target, tail_label(args.tail_from, args.tail_from_step), args.target_window,
-                     at_steps)
+                     at_steps, args.target_crossing == "interpolated")
     baseline = resolve_baseline(args.baseline, stats)
     rows = against_baseline(summaries, baseline, budgets, at_steps=at_steps) if baseline else []
     if rows:
@@ -162,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     table += diagnostics_table(runs)
     (out / "table.md").write_text(table, encoding="utf-8")
     summary = {"budgets": budgets, "target": target, "target_window": args.target_window,
+               "target_crossing": args.target_crossing,
                "tail_from": args.tail_from, "tail_from_step": args.tail_from_step, "at_steps": at_steps,
                "val_source": args.val_source or "mean over data sources",
                "methods": stats, "runs": [s.as_dict() for s in summaries],

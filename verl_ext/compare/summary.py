@@ -49,16 +49,20 @@ class RunSummary:
 
     def evaluate_at(self, budgets: Sequence[float], target: float | None,
                     tail_from: float | None = None, target_window: int = 1,
-                    tail_from_step: int | None = None, at_steps: Sequence[int] = ()) -> "RunSummary":
+                    tail_from_step: int | None = None, at_steps: Sequence[int] = (),
+                    interpolated: bool = False) -> "RunSummary":
         """Fill the accuracy at each rollout budget and at each of ``at_steps``, the rollouts to ``target`` (read on
-        the mean of ``target_window`` consecutive validations) and the tail mean from the validation points."""
+        the mean of ``target_window`` consecutive validations, at the validation that reached it or, ``interpolated``,
+        where the line from the one before crosses it: ``align.first_reaching``) and the tail mean from the
+        validation points."""
         if tail_from is not None and tail_from_step is not None:
             raise ValueError("tail_from (rollouts) and tail_from_step (steps) are two readings of one figure: give one")
         curve = [(r, acc) for _, r, acc in self.val_points]
         self.val_at_budget = {float(b): interpolate(curve, float(b)) for b in budgets}
         by_step = {step: acc for step, _, acc in self.val_points}
         self.val_at_step = {int(st): by_step.get(int(st)) for st in at_steps}
-        self.rollouts_to_target = None if target is None else first_reaching(curve, target, target_window)
+        self.rollouts_to_target = None if target is None else first_reaching(curve, target, target_window,
+                                                                                    interpolated)
         censored = target is not None and self.rollouts_to_target is None and bool(curve)
         self.target_censored_at = curve[-1][0] if censored else None
         if tail_from_step is not None:
@@ -164,12 +168,14 @@ def tail_label(tail_from: float | None = None, tail_from_step: int | None = None
 
 
 def markdown(stats: dict[str, dict], budgets: Sequence[float], target: float | None,
-             tail: str | None = None, target_window: int = 1, at_steps: Sequence[int] = ()) -> str:
+             tail: str | None = None, target_window: int = 1, at_steps: Sequence[int] = (),
+             interpolated: bool = False) -> str:
     """One row per method: val accuracy (%) at each budget and each of ``at_steps``, final, the tail mean (``tail``:
     its ``tail_label``), gain, rollouts to target, zero-signal share."""
     tail_head = [f"mean val acc {tail}"] if tail is not None else []
     to_target = "rollouts to target" if target is None else f"rollouts to {100 * target:.1f}%" + (
-        f" (mean of {target_window} validations)" if target_window > 1 else "")
+        f" (mean of {target_window} validations)" if target_window > 1 else "") + (
+        ", interpolated" if interpolated and target is not None else "")
     header = ["method", "seeds"] + [f"val acc @ {int(b):,} rollouts" for b in budgets] + [
         f"val acc @ step {int(st)}" for st in at_steps] + ["final val acc"] + tail_head + [
         "gain", to_target,

@@ -95,6 +95,25 @@ def test_target_window_reads_the_crossing_on_a_mean_of_validations(tmp_path, mak
         main([str(a), "--out", str(tmp_path / "o"), "--target-window", "0", "--no-plots"])
 
 
+def test_target_crossing_interpolated_reads_between_validations(tmp_path, make_run_dir):
+    """--target-crossing interpolated: the crossing lies on the line from the validation before, and the summary
+    and the column say which reading it is."""
+    a = make_run_dir("grpo_s0", grpo=True, val_shift=0.01)
+    out1, out2 = tmp_path / "v", tmp_path / "i"
+    assert main([str(a), "--out", str(out1), "--target", "0.36", "--no-plots"]) == 0
+    assert main([str(a), "--out", str(out2), "--target", "0.36", "--target-crossing", "interpolated",
+                 "--no-plots"]) == 0
+    one, two = (json.loads((o / "summary.json").read_text()) for o in (out1, out2))
+    points = one["runs"][0]["val_points"]
+    i = next(i for i, (_, _, acc) in enumerate(points) if acc >= 0.36)
+    assert i > 0 and points[i - 1][2] < 0.36
+    (_, r0, y0), (_, r1, y1) = points[i - 1], points[i]
+    assert one["runs"][0]["rollouts_to_target"] == r1
+    assert two["runs"][0]["rollouts_to_target"] == pytest.approx(r0 + (0.36 - y0) / (y1 - y0) * (r1 - r0))
+    assert (one["target_crossing"], two["target_crossing"]) == ("validation", "interpolated")
+    assert "interpolated" in (out2 / "table.md").read_text().splitlines()[0]
+
+
 def test_bad_arguments(tmp_path, make_run_dir):
     a = make_run_dir("grpo_s0")
     with pytest.raises(SystemExit, match="unique"):

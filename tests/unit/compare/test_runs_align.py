@@ -147,6 +147,27 @@ def test_a_window_never_crosses_before_its_last_validation_reaches_the_mean(ys, 
     assert got is None or got >= pts[window - 1][0]
 
 
+def test_an_interpolated_crossing_lies_on_the_line_from_the_validation_before():
+    pts = [(0.0, 0.30), (100.0, 0.34), (200.0, 0.38), (300.0, 0.40)]
+    assert first_reaching(pts, 0.36) == 200.0
+    assert first_reaching(pts, 0.36, interpolated=True) == pytest.approx(150.0)
+    assert first_reaching(pts, 0.29, interpolated=True) == 0.0  # the first validation has no line before it
+    assert first_reaching(pts, 0.37, window=2, interpolated=True) == pytest.approx(700 / 3)  # means .32, .36, .39
+    assert first_reaching(pts, 0.41, interpolated=True) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12), st.floats(0.0, 1.0), st.integers(1, 4))
+def test_an_interpolated_crossing_lies_between_the_validation_and_the_one_before(ys, target, window):
+    """Never after the validation that reached the target, never before the window's previous end, and reached
+    exactly when the validation reading reaches it."""
+    pts = [(float(100 * i), y) for i, y in enumerate(ys)]
+    at, inside = first_reaching(pts, target, window), first_reaching(pts, target, window, interpolated=True)
+    assert (at is None) == (inside is None)
+    if at is not None:
+        assert max(at - 100.0, pts[window - 1][0]) <= inside <= at
+
+
 def test_zero_signal_share(tmp_path, make_run_dir):
     extra = {1: {"feedback/frac_all_correct": 0.25, "feedback/frac_all_wrong": 0.5}}
     [run] = load_runs(str(make_run_dir("a_s0", extra=extra)))
