@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -88,7 +88,12 @@ class LearnerConfig:
     1.3 -> 0.4 nats in 40 steps, about 0.03 a step), which a probe ranked against older measurements mistakes for
     certainty.
     ``topic_rates`` (opt-in, None = 1 for every topic, every scenario before ``levels_no_transfer``): per topic, a
-    factor on ``learning_rate`` (how learnable that skill is); one value per topic."""
+    factor on ``learning_rate`` (how learnable that skill is); one value per topic.
+    ``drift_stream``: where the random walk draws from. ``roll`` (the default, every scenario's figures in
+    docs/sim.md unless they say otherwise) shares the rollouts' stream, so two strategies of one seed that generate
+    different numbers of responses walk differently, and a paired difference carries that walk's noise (docs/sim.md,
+    "The drift's own stream"). ``own``: a stream of its own, one draw per policy update, so two strategies of one
+    seed see the same walk update by update (common random numbers)."""
 
     init_ability: Float = 0.0
     discrimination: Annotated[Float, Field(gt=0.0)] = 1.0
@@ -100,6 +105,7 @@ class LearnerConfig:
     repeat_harm: _NonNeg = 0.0
     prompt_entropy_decay: Annotated[Float, Field(ge=0.0, le=0.99)] = 0.0
     topic_rates: list[_NonNeg] | None = None
+    drift_stream: Literal["roll", "own"] = "roll"
 
 
 @config_dataclass(name="train", error=ConfigError)

@@ -203,10 +203,11 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
         raise ValueError(f"unknown simulator strategy {strategy!r}; known: {', '.join(sorted(SIM_STRATEGIES))}")
     spec = SIM_STRATEGIES.get(strategy, SimStrategy(strategy))
     started = time.perf_counter()
-    streams = np.random.SeedSequence(seed).spawn(6)
+    streams = np.random.SeedSequence(seed).spawn(7)  # the first six are spawn(6)'s; the seventh: the drift's own
     rng_init, rng_roll, rng_aug, rng_verify = (np.random.default_rng(s) for s in streams[:4])
-    pool_seed, strategy_seed = (int(s.generate_state(1)[0]) for s in streams[4:])
-    world = SyntheticWorld(config.prompts, config.learner, rng_init, rng_roll, rng_verify)
+    pool_seed, strategy_seed = (int(s.generate_state(1)[0]) for s in streams[4:6])
+    world = SyntheticWorld(config.prompts, config.learner, rng_init, rng_roll, rng_verify,
+                           rng_drift=np.random.default_rng(streams[6]))
     pool = QueryPool(config.pool_config(track_changes=spec.lineage, **spec.pool), seed=pool_seed)
     n_train = config.prompts.n_train
     topics = [{"topic": int(t)} for t in world.seed_topic]  # what ``cold_group_key: topic`` groups by

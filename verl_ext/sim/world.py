@@ -48,12 +48,17 @@ def draw_mixture(rng: np.random.Generator, comps: list[dict[str, float]], size: 
 
 
 class SyntheticWorld:
-    """Latent prompts and learner. ``rng_init`` builds the data; ``rng_roll`` draws rollouts and drift;
-    ``rng_verify`` the noise of HIVE's entropy probe (separate streams, so one consumer cannot shift another)."""
+    """Latent prompts and learner. ``rng_init`` builds the data; ``rng_roll`` draws rollouts (and the drift under
+    ``learner.drift_stream: roll``); ``rng_drift`` the drift under ``own``; ``rng_verify`` the noise of HIVE's
+    entropy probe (separate streams, so one consumer cannot shift another)."""
 
     def __init__(self, prompts: PromptsConfig, learner: LearnerConfig, rng_init: np.random.Generator,
-                 rng_roll: np.random.Generator, rng_verify: np.random.Generator, entropy_noise: float = 0.05) -> None:
+                 rng_roll: np.random.Generator, rng_verify: np.random.Generator, entropy_noise: float = 0.05,
+                 rng_drift: np.random.Generator | None = None) -> None:
+        if learner.drift_stream == "own" and rng_drift is None:
+            raise ValueError("learner.drift_stream 'own' needs rng_drift, the walk's own stream")
         self.learner = learner
+        self._drift = rng_drift if learner.drift_stream == "own" else rng_roll
         self.n_topics = prompts.n_topics
         self.ability = np.full(prompts.n_topics, float(learner.init_ability))
         self._roll, self._verify = rng_roll, rng_verify
@@ -148,7 +153,7 @@ class SyntheticWorld:
             self.memo[ids] += cfg.item_learning_rate * spread
             self.trained[ids] += 1.0
         if cfg.drift_std > 0:
-            self.ability += cfg.drift_std * self._roll.standard_normal(self.n_topics)
+            self.ability += cfg.drift_std * self._drift.standard_normal(self.n_topics)
 
     def test_accuracy(self) -> float:
         """Expected pass@1 on the held-out test set."""

@@ -182,3 +182,37 @@ def test_repeat_decay_discounts_retrained_prompts_and_is_off_by_default():
         assert w.trained[:2].tolist() == [3.0, 3.0] and w.memo[0] == pytest.approx(3 * 0.2)
     assert gains[1.0] == pytest.approx([gains[0.5][0]] * 3)
     assert gains[0.5][1:] == pytest.approx([0.5 * gains[0.5][0], 0.25 * gains[0.5][0]])
+
+
+def test_the_drift_on_its_own_stream_does_not_depend_on_the_responses_drawn():
+    """``drift_stream: own``: two worlds of one seed that roll out different numbers of responses walk alike update
+    by update (common random numbers); on the rollouts' stream (``roll``, the default) they part; ``own`` without
+    its stream is refused."""
+    from verl_ext.sim.config import LearnerConfig, PromptsConfig
+    from verl_ext.sim.world import SyntheticWorld
+
+    def walk(stream, prompts_rolled):
+        rngs = [np.random.default_rng(i) for i in range(4)]
+        w = SyntheticWorld(PromptsConfig(n_train=4, n_test=10, n_topics=3), LearnerConfig(drift_stream=stream),
+                           *rngs[:3], rng_drift=rngs[3])
+        w.register(np.arange(4), np.zeros(4), np.zeros(4, dtype=np.int64), np.ones(4, dtype=bool))
+        for _ in range(5):
+            w.rollout(np.arange(prompts_rolled), 8)
+            w.learn(np.array([], dtype=np.int64), np.array([]), 8)  # no groups: the walk alone moves the ability
+        return w.ability
+
+    assert np.array_equal(walk("own", 2), walk("own", 4)) and not np.allclose(walk("own", 2), 0.0)
+    assert not np.allclose(walk("roll", 2), walk("roll", 4))
+    with pytest.raises(ValueError, match="rng_drift"):
+        SyntheticWorld(PromptsConfig(n_train=4, n_test=10, n_topics=1), LearnerConfig(drift_stream="own"),
+                       *[np.random.default_rng(i) for i in range(3)])
+
+
+def test_the_drift_stream_leaves_everything_else_of_a_run_as_it_was():
+    """``own`` changes the walk and nothing upstream of it: the data and the step-0 accuracy of a seed are those of
+    ``roll``, and the default is ``roll`` (every published figure)."""
+    from verl_ext.sim.config import LearnerConfig
+
+    assert LearnerConfig().drift_stream == "roll"
+    roll, own = (run_simulation(tiny(learner={"drift_stream": s}), "uniform", seed=3) for s in ("roll", "own"))
+    assert roll.accuracy[0] == own.accuracy[0] and roll.accuracy != own.accuracy
