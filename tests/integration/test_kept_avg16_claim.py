@@ -231,9 +231,19 @@ def test_heapa_grpos_cold_draw_reaches_grpos_final_sooner_on_a_mean_of_validatio
     assert math.exp(ratio["mean"]) == pytest.approx(expected, abs=0.005) and ratio["high"] < 0
 
 
+def test_heapa_grpos_cold_draw_to_grpos_final_read_between_validations(tmp_path):
+    # --target-crossing interpolated: the K = 1 miss is not the 1,280-rollout spacing of the validations
+    summary = compare(tmp_path, ["grpo_epyc_80_avg16", "heapa_grpo_colds_epyc_80_avg16"], "--baseline",
+                      "grpo_epyc_80_avg16", "--target", "auto", "--target-crossing", "interpolated")
+    [row] = summary["against_baseline"]
+    ratio = row["rollouts_to_target_log_ratio"]  # 0.94x [0.79x, 1.11x]
+    assert ratio["n"] == 8 and row["rollouts_to_target_censored"] == {"method": 0, "baseline": 2}
+    assert math.exp(ratio["mean"]) == pytest.approx(0.94, abs=0.005) and ratio["low"] < 0 < ratio["high"]
+
+
 def test_heapa_dapos_cold_draw_by_level_reaches_the_presets_accuracy_sooner(tmp_path):
-    # heapa_dapo with cold_draw=signal, seeds 0-7: above its preset (arrival order) from 1,280 to 5,120 rollouts,
-    # level with it over steps 40-80; fewer rollouts than DAPO to DAPO's final than the preset needs
+    # heapa_dapo with cold_draw=signal (its preset since), seeds 0-7: above arrival order from 1,280 to 5,120
+    # rollouts, level with it over steps 40-80; fewer rollouts than DAPO to DAPO's final than arrival order needs
     summary = compare(tmp_path, ["heapa_dapo_seat_epyc_80_avg16", "heapa_dapo_colds_epyc_80_avg16"], "--baseline",
                       "heapa_dapo_seat_epyc_80_avg16", "--budgets", "1280,2560,5120", "--tail-from-step", "40",
                       "--target", "none")
@@ -248,3 +258,27 @@ def test_heapa_dapos_cold_draw_by_level_reaches_the_presets_accuracy_sooner(tmp_
     cold, seat = ratios["heapa_dapo_colds_epyc_80_avg16"], ratios["heapa_dapo_seat_epyc_80_avg16"]
     assert math.exp(cold["mean"]) == pytest.approx(0.63, abs=0.005) and cold["high"] < 0
     assert math.exp(seat["mean"]) == pytest.approx(0.76, abs=0.005) and cold["mean"] < seat["mean"]
+
+
+def test_heapa_ar3pos_cold_draw_by_level_against_arrival_and_ar3po(tmp_path):
+    # heapa_ar3po with cold_draw=signal (its preset since), seeds 0-7: the rule written before seeds 2-7 were run
+    # (late mean >= 0 with its lower end above -1 point, lower end above -1 at 1,280 rollouts against arrival order;
+    # fewer rollouts to AR3PO's final than arrival order's)
+    summary = compare(tmp_path, ["heapa_ar3po_mixed_epyc_80_avg16", "heapa_ar3po_colds_epyc_80_avg16"], "--baseline",
+                      "heapa_ar3po_mixed_epyc_80_avg16", "--budgets", "1280", "--at-steps", "40",
+                      "--tail-from-step", "40", "--target", "none")
+    [row] = summary["against_baseline"]
+    tail, early = row["tail"], row["at_budget"]["1280"]
+    assert tail["n"] == 8 and 100 * tail["mean"] == pytest.approx(1.2, abs=0.05) and 100 * tail["low"] > -1
+    assert 100 * early["low"] > -1 and 100 * row["at_step"]["40"]["low"] > 0  # +2.0 [+0.8, +3.6] at step 40
+    summary = compare(tmp_path / "ar3po", ["ar3po_grpo_epyc_80_avg16", "heapa_ar3po_mixed_epyc_80_avg16",
+                                           "heapa_ar3po_colds_epyc_80_avg16"], "--baseline",
+                      "ar3po_grpo_epyc_80_avg16", "--tail-from-step", "40", "--target", "auto")
+    rows = {row["method"]: row for row in summary["against_baseline"]}
+    cold, arrival = rows["heapa_ar3po_colds_epyc_80_avg16"], rows["heapa_ar3po_mixed_epyc_80_avg16"]
+    assert 100 * cold["tail"]["mean"] == pytest.approx(1.3, abs=0.05) and cold["tail"]["low"] > 0
+    ratio = cold["rollouts_to_target_log_ratio"]  # 0.71x [0.53x, 0.96x]; arrival order 0.98x
+    assert math.exp(ratio["mean"]) == pytest.approx(0.71, abs=0.005) and ratio["high"] < 0
+    assert cold["rollouts_to_target_censored"] == {"method": 0, "baseline": 1}
+    assert ratio["mean"] < arrival["rollouts_to_target_log_ratio"]["mean"]
+    assert {run["val_points"][0][2] for run in summary["runs"]} == {0.129638671875}
