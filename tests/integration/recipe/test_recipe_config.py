@@ -71,8 +71,8 @@ def test_every_preset_composes_and_validates(method, platform):
         assert s.pool.max_window_visits == (1 if bounded else None)
         # heapa_dapo's bounded seat goes to the frontier's next pick first: fewer groups for DAPO to drop
         assert s.pool.window_seat == ("frontier" if method == "heapa_dapo" else "cold")
-        # heapa_grpo's cold seats by group; heapa_dapo keeps arrival order (the simulator's huge_pool paid for it)
-        assert s.pool.cold_draw == ("signal" if method == "heapa_grpo" else "arrival")
+        # cold seats by group on GRPO, DAPO and AR3PO; Reinforce-Ada's rounds keep arrival order (not measured)
+        assert s.pool.cold_draw == ("arrival" if method == "heapa_reinforce_ada" else "signal")
 
 
 def test_ar3po_ceiling_follows_rollout_n_and_a_too_small_n_is_named():
