@@ -258,6 +258,11 @@ def test_heapa_dapos_cold_draw_by_level_reaches_the_presets_accuracy_sooner(tmp_
     cold, seat = ratios["heapa_dapo_colds_epyc_80_avg16"], ratios["heapa_dapo_seat_epyc_80_avg16"]
     assert math.exp(cold["mean"]) == pytest.approx(0.63, abs=0.005) and cold["high"] < 0
     assert math.exp(seat["mean"]) == pytest.approx(0.76, abs=0.005) and cold["mean"] < seat["mean"]
+    summary = compare(tmp_path / "target", ["heapa_dapo_target_epyc_80_avg16", "heapa_dapo_colds_epyc_80_avg16"],
+                      "--baseline", "heapa_dapo_target_epyc_80_avg16", "--budgets", "1280", "--target", "none")
+    [row] = summary["against_baseline"]
+    at = row["at_budget"]["1280"]  # +1.0 [+0.6, +1.4] above its target draw
+    assert at["n"] == 8 and 100 * at["mean"] == pytest.approx(1.0, abs=0.05) and at["low"] > 0
 
 
 def test_heapa_ar3pos_cold_draw_by_level_against_arrival_and_ar3po(tmp_path):
