@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     names = available_scenarios() if args.scenario == "all" else [n for n in args.scenario.split(",") if n]
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     by_scenario: dict[str, list] = {}
-    all_results: list[RunResult] = []
+    all_results: list[tuple[str, RunResult]] = []
     for name in names:
         config = with_overrides(load_scenario(name), args.overrides)
         started = time.perf_counter()
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = summarise(results)
         print(format_table(rows, train.target_accuracy, train.budget_rollouts) + "\n")
         by_scenario[config.name] = rows
-        all_results += results
+        all_results += [(config.name, r) for r in results]
         if args.out:
             out = args.out if len(names) == 1 else str(Path(args.out).with_name(
                 f"{Path(args.out).stem}_{config.name}{Path(args.out).suffix}"))
@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         print("rollouts to target as a multiple of uniform's (reached/seeds), accuracy at the budget:\n")
         print(format_matrix(by_scenario))
     if args.json:
-        Path(args.json).write_text(json.dumps([vars(r) for r in all_results]), encoding="utf-8")
+        records = [{"scenario": name, **vars(r)} for name, r in all_results]  # verl_ext.sim.paired reads them
+        Path(args.json).write_text(json.dumps(records), encoding="utf-8")
     return 0
 
 

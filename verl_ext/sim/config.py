@@ -115,7 +115,13 @@ class TrainConfig:
 
     ``feedback_delay`` d models an asynchronous trainer: a batch selected and rolled out at step s (by the policy of
     step s) is trained, and its outcomes reach the pool and the strategy, at step s + d; its records stay in flight
-    meanwhile, so selection cannot hand them out again. 0 is the synchronous loop."""
+    meanwhile, so selection cannot hand them out again. 0 is the synchronous loop.
+
+    ``rollout_stream`` k: which realisation of the rollout noise a seed draws, the data, the pool's and the
+    strategy's streams and (under ``learner.drift_stream: own``) the walk staying the seed's. 0 is the seed's own
+    (every published figure). Two strategies of one seed stay paired only while they draw the same records in the
+    same order: once one takes its cold records in another order, the same stream lands on other records and the
+    pair parts, so a paired reading of a draw-order change is averaged over several k (``verl_ext.sim.paired``)."""
 
     batch_size: PositiveInt = 64
     n: PositiveInt = 8
@@ -123,6 +129,7 @@ class TrainConfig:
     target_accuracy: Fraction = 0.6
     eval_every: PositiveInt = 1
     feedback_delay: NonNegInt = 0
+    rollout_stream: NonNegInt = 0
 
 
 @config_dataclass(name="augment", error=ConfigError)

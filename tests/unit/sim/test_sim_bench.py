@@ -32,6 +32,7 @@ def test_cli_prints_table_and_writes_plot_and_json(tmp_path, capsys):
     assert "0/2" in out
     runs = json.loads(js.read_text())
     assert [r["strategy"] for r in runs] == ["uniform", "uniform", "heapa", "heapa"]
+    assert {r["scenario"] for r in runs} == {"tiny"}  # what verl_ext.sim.paired groups by
     pytest.importorskip("matplotlib")
     assert png.read_bytes()[:4] == b"\x89PNG"
 
