@@ -24,7 +24,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verl_ext.compare.intervals import paired_bootstrap
+from verl_ext.compare.intervals import paired_bootstrap, paired_censored_log_ratio
+from verl_ext.sim.report import rollouts_or_spent
+from verl_ext.sim.runner import RunResult
 
 
 @dataclass
@@ -50,13 +52,6 @@ class Arm:
                 sum(a for _, _, a in flat) / len(flat))
 
 
-def to_target(record: dict) -> tuple[float, bool]:
-    for rollouts, acc in zip(record["rollouts"], record["accuracy"]):
-        if acc >= record["target_accuracy"]:
-            return float(rollouts), True
-    return float(record["rollouts"][-1]), False
-
-
 def load_arm(spec: str) -> Arm:
     label, sep, rest = spec.partition("=")
     strategy, sep2, files = rest.partition(":")
@@ -72,8 +67,14 @@ def load_arm(spec: str) -> Arm:
         for i, rec in enumerate(records):
             if "scenario" not in rec:
                 raise SystemExit(f"{path}, record {i}: no 'scenario' field (written by an older bench: re-run it)")
-            if rec["strategy"] == strategy:
-                runs[rec["scenario"]][int(rec["seed"])].append((*to_target(rec), float(rec["accuracy"][-1])))
+            if rec["strategy"] != strategy:
+                continue
+            try:
+                run = RunResult(**{k: v for k, v in rec.items() if k != "scenario"})
+            except TypeError as err:
+                raise SystemExit(f"{path}, record {i}: not a bench run record ({err})") from err
+            runs[rec["scenario"]][run.seed].append((rollouts_or_spent(run), run.rollouts_to_target is not None,
+                                                    run.final_accuracy))
     if not runs:
         raise SystemExit(f"arm {label!r}: no runs of strategy {strategy!r} in {files}")
     arm.runs = {sc: dict(seeds) for sc, seeds in runs.items()}
@@ -103,8 +104,8 @@ def table(arms: list[Arm], baseline: Arm, uniform: Arm | None = None, better: li
             cells.append(f"{'>' if reached < n else ''}{rollouts / unit:.2f}{'x' if uniform else ''} "
                          f"({reached}/{n}), {acc:.3f}")
         mine, base = method.seed_values(sc), baseline.seed_values(sc)
-        seeds = sorted(set(mine) & set(base))
-        ratios = [math.log(mine[s][0] / base[s][0]) for s in seeds if mine[s][1] or base[s][1]]
+        ratios, _ = paired_censored_log_ratio({s: (v[0], not v[1]) for s, v in mine.items()},
+                                              {s: (v[0], not v[1]) for s, v in base.items()})
         cells.append(_iv(ratios, "{:.2f}x", math.exp))
         if better:
             cells.append(f"{method.mean(sc)[0] / min(a.mean(sc)[0] for a in better):.3f}x")

@@ -114,7 +114,7 @@ def format_matrix(by_scenario: dict[str, list[StrategySummary]], baseline: str =
                     colalign=("left",) + ("right",) * len(by_scenario))
 
 
-def _to_target(r: RunResult) -> float:
+def rollouts_or_spent(r: RunResult) -> float:
     """Rollouts to target, censored at the rollouts spent when never reached (as ``summarise``)."""
     return float(r.rollouts_to_target if r.rollouts_to_target is not None else r.rollouts[-1])
 
@@ -127,7 +127,7 @@ def paired_against(results: Sequence[RunResult], method: str, baseline: str,
     mine = {r.seed: r for r in results if r.strategy == method}
     base = {r.seed: r for r in results if r.strategy == baseline}
     seeds = sorted(set(mine) & set(base))
-    to_target = [_to_target(mine[s]) - _to_target(base[s]) for s in seeds]
+    to_target = [rollouts_or_spent(mine[s]) - rollouts_or_spent(base[s]) for s in seeds]
     accuracy = [mine[s].final_accuracy - base[s].final_accuracy for s in seeds]
     censored = sum(mine[s].rollouts_to_target is None or base[s].rollouts_to_target is None for s in seeds)
     return {"to_target": paired_bootstrap(to_target, resamples), "accuracy": paired_bootstrap(accuracy, resamples),
@@ -145,7 +145,7 @@ def format_allocation_table(results: Sequence[RunResult], baselines: dict[str, s
     cells = []
     for name, runs in groups.items():
         reached = sum(r.rollouts_to_target is not None for r in runs)
-        row = [name, f"{'>' if reached < len(runs) else ''}{np.mean([_to_target(r) for r in runs]):,.0f}",
+        row = [name, f"{'>' if reached < len(runs) else ''}{np.mean([rollouts_or_spent(r) for r in runs]):,.0f}",
                f"{reached}/{len(runs)}", f"{np.mean([r.final_accuracy for r in runs]):.3f}",
                f"{np.mean([r.responses_per_prompt for r in runs]):.2f}", f"{np.mean([r.reused for r in runs]):,.0f}",
                f"{np.mean([r.steps for r in runs]):,.0f}", "", ""]

@@ -206,9 +206,8 @@ def run_simulation(config: ScenarioConfig, strategy: str = "uniform", seed: int 
     # the first six are spawn(6)'s, the seventh the drift's own, any later one a rollout realisation k > 0
     k = config.train.rollout_stream
     streams = np.random.SeedSequence(seed).spawn(7 + k)
-    rng_init, rng_roll, rng_aug, rng_verify = (np.random.default_rng(s) for s in streams[:4])
-    if k:
-        rng_roll = np.random.default_rng(streams[6 + k])
+    rng_init, rng_aug, rng_verify = (np.random.default_rng(streams[i]) for i in (0, 2, 3))
+    rng_roll = np.random.default_rng(streams[1] if k == 0 else streams[6 + k])
     pool_seed, strategy_seed = (int(s.generate_state(1)[0]) for s in streams[4:6])
     world = SyntheticWorld(config.prompts, config.learner, rng_init, rng_roll, rng_verify,
                            rng_drift=np.random.default_rng(streams[6]))

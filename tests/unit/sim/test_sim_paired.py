@@ -26,7 +26,7 @@ def record(scenario, strategy, seed, reach_at, acc, target=0.5):
     if reach_at is not None:
         accuracy = [target if r >= reach_at else 0.1 for r in rollouts[:-1]] + [max(acc, target)]
     return {"scenario": scenario, "strategy": strategy, "seed": seed, "rollouts": rollouts, "accuracy": accuracy,
-            "target_accuracy": target}
+            "target_accuracy": target, "budget_rollouts": 400}
 
 
 def write(tmp_path, name, records):
